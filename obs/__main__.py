@@ -1,0 +1,34 @@
+"""``python -m obs``: ``receive`` (a local OTLP sink) and ``schema`` (the event registry)."""
+
+from __future__ import annotations
+
+import sys
+
+_USAGE = """usage: python -m obs {receive,schema} [options]
+
+  receive   run a local OTLP receiver (gRPC + HTTP) and print what arrives
+  schema    print the registered events as Markdown or JSON Schema
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to the subcommand; 2 on bad usage."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(_USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "receive":
+        from obs._receiver import cli_main  # noqa: PLC0415
+
+        return int(cli_main(rest))
+    if command == "schema":
+        from obs.events import cli_schema  # noqa: PLC0415
+
+        return int(cli_schema(rest))
+    sys.stderr.write(f"unknown command {command!r}\n{_USAGE}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

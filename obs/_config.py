@@ -1,0 +1,98 @@
+"""Global state department: the one module-level holder of the current runtime.
+
+Everything else hangs off the :class:`Runtime` it holds; ``reset()`` puts it back to the
+unconfigured state for tests.
+"""
+
+from __future__ import annotations
+
+__all__ = ["STATE", "Holder"]
+
+import atexit
+import logging
+import threading
+from typing import Any
+
+from obs._runtime import Runtime
+from obs.errors import ConfigError
+from obs.settings import Settings, load_settings
+
+
+class Holder:
+    """Holds the current :class:`Runtime` (None until first use or ``configure()``)."""
+
+    __slots__ = ("_atexit", "_lock", "bridge", "runtime")
+
+    def __init__(self) -> None:
+        self.runtime: Runtime | None = None
+        self.bridge: Any = None
+        self._lock = threading.RLock()
+        self._atexit = False
+
+    def ensure(self) -> Runtime:
+        """The runtime, creating a console-only default one on first use."""
+        with self._lock:
+            if self.runtime is None:
+                error: ConfigError | None = None
+                try:
+                    settings = load_settings({})
+                except ConfigError as exc:  # never raise from a log call: use defaults
+                    error, settings = exc, Settings()
+                self.runtime = Runtime(settings, build_sink=False)
+                self._register_atexit()
+                if error is not None:
+                    self.runtime.report(
+                        "obs_internal_error",
+                        logging.ERROR,
+                        where="settings",
+                        error_type="ConfigError",
+                        error_message=str(error),
+                    )
+            return self.runtime
+
+    def configure(self, overrides: dict[str, Any]) -> Settings:
+        """Build a new runtime from settings and swap it in; the old one is flushed."""
+        settings = load_settings(overrides)
+        with self._lock:
+            old = self.runtime
+            keep = old is not None and (
+                old.settings.dedup_capacity == settings.dedup_capacity
+                and old.settings.repeat_summary_seconds == settings.repeat_summary_seconds
+            )
+            runtime = Runtime(settings, deduper=old.deduper if keep and old else None)
+            self.runtime = runtime
+            if old is not None:
+                if not keep:
+                    old.emit_summaries()
+                old.shutdown(timeout=min(1.0, old.settings.shutdown_timeout))
+            from obs.stdlib import install_bridge, remove_bridge  # noqa: PLC0415
+
+            if settings.stdlib_bridge:
+                install_bridge(self, settings.level)
+            else:
+                remove_bridge(self)
+            self._register_atexit()
+        return settings
+
+    def reset(self) -> None:
+        """Back to unconfigured: shut the runtime down quickly and remove the bridge."""
+        with self._lock:
+            from obs.stdlib import remove_bridge  # noqa: PLC0415
+
+            remove_bridge(self)
+            old, self.runtime = self.runtime, None
+            if old is not None:
+                old.shutdown(timeout=0.5)
+
+    def _register_atexit(self) -> None:
+        if not self._atexit:
+            atexit.register(self._at_exit)
+            self._atexit = True
+
+    def _at_exit(self) -> None:
+        runtime = self.runtime
+        if runtime is not None:
+            runtime.shutdown()
+
+
+STATE = Holder()

@@ -1,0 +1,163 @@
+"""The bound logger ``obs.get_logger()`` returns.
+
+A small structlog-style bound logger (``bind``/``unbind``/``new``) whose methods check the
+level first, so a call below the level costs one attribute read and a compare, and whose
+``*_once`` methods decide scope and dedup before building any event dict, so a suppressed
+repeat is cheaper than vLLM's ``lru_cache`` path. It holds a reference to the holder, not
+to a chain, so ``configure()`` again reaches it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BoundLogger"]
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from obs._config import Holder
+
+_D, _I, _W, _E, _C = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL
+
+
+class BoundLogger:
+    """``log.info("event_name", key=value)``; see the module docstring.
+
+    Every method accepts the control keywords ``scope``, ``once``, ``once_key``,
+    ``every_n``, ``every_seconds``, ``stage``, ``body`` and ``exc_info``.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_context", "_holder", "_name")
+
+    def __init__(self, name: str, holder: Holder, context: dict[str, Any] | None = None) -> None:
+        self._name = name
+        self._holder = holder
+        self._context: dict[str, Any] = context or {}
+
+    def __repr__(self) -> str:
+        return f"<obs.BoundLogger {self._name!r} context={self._context!r}>"
+
+    @property
+    def name(self) -> str:
+        """The logger name (``logger`` field of every record)."""
+        return self._name
+
+    # -- context -------------------------------------------------------------------
+
+    def bind(self, **new_values: Any) -> BoundLogger:
+        """A copy with ``new_values`` added to the context."""
+        return BoundLogger(self._name, self._holder, {**self._context, **new_values})
+
+    def unbind(self, *keys: str) -> BoundLogger:
+        """A copy without ``keys`` (KeyError for a missing one, as structlog)."""
+        context = dict(self._context)
+        for key in keys:
+            del context[key]
+        return BoundLogger(self._name, self._holder, context)
+
+    def try_unbind(self, *keys: str) -> BoundLogger:
+        """A copy without ``keys``, ignoring missing ones."""
+        return BoundLogger(
+            self._name, self._holder, {k: v for k, v in self._context.items() if k not in keys}
+        )
+
+    def new(self, **new_values: Any) -> BoundLogger:
+        """A copy whose context is exactly ``new_values``."""
+        return BoundLogger(self._name, self._holder, dict(new_values))
+
+    def is_enabled_for(self, level: int) -> bool:
+        """True when a call at ``level`` would be processed."""
+        rt = self._holder.runtime or self._holder.ensure()
+        return level >= rt.level
+
+    # -- plain calls -----------------------------------------------------------------
+
+    def debug(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at DEBUG."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _D:
+            rt.log(self, _D, "debug", event, kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at INFO."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _I:
+            rt.log(self, _I, "info", event, kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at WARNING."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _W:
+            rt.log(self, _W, "warning", event, kw)
+
+    warn = warning
+
+    def error(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at ERROR."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _E:
+            rt.log(self, _E, "error", event, kw)
+
+    def exception(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at ERROR with the exception being handled."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _E:
+            kw.setdefault("exc_info", True)
+            rt.log(self, _E, "error", event, kw)
+
+    def critical(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at CRITICAL."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _C:
+            rt.log(self, _C, "critical", event, kw)
+
+    fatal = critical
+
+    def log(self, level: int, event: str, **kw: Any) -> None:
+        """Log ``event`` at a numeric ``level``."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= level:
+            if kw.get("once"):
+                rt.log_once(self, level, _method(level), event, kw)
+            else:
+                rt.log(self, level, _method(level), event, kw)
+
+    # -- once per key (scope defaults to "local", as vLLM's) -------------------------
+
+    def debug_once(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at DEBUG once per key (and count the repeats)."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _D:
+            rt.log_once(self, _D, "debug", event, kw)
+
+    def info_once(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at INFO once per key (and count the repeats)."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _I:
+            rt.log_once(self, _I, "info", event, kw)
+
+    def warning_once(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at WARNING once per key (and count the repeats)."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _W:
+            rt.log_once(self, _W, "warning", event, kw)
+
+    def error_once(self, event: str, **kw: Any) -> None:
+        """Log ``event`` at ERROR once per key (and count the repeats)."""
+        rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= _E:
+            rt.log_once(self, _E, "error", event, kw)
+
+
+def _method(level: int) -> str:
+    if level >= _C:
+        return "critical"
+    if level >= _E:
+        return "error"
+    if level >= _W:
+        return "warning"
+    if level >= _I:
+        return "info"
+    return "debug"

@@ -1,0 +1,57 @@
+"""Caller location: the user's line, not a logging wrapper's.
+
+Walks up the stack past frames of logging machinery (obs, structlog, stdlib logging and
+any prefixes the user adds), caching the skip decision per code object so the walk costs a
+dict lookup per frame. Records that already carry a location (bridged stdlib records,
+whose ``stacklevel`` was applied by ``logging``) keep theirs.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_IGNORES", "AddCallsite"]
+
+import sys
+from collections.abc import Iterable
+from types import CodeType, FrameType
+
+from structlog.typing import EventDict, WrappedLogger
+
+DEFAULT_IGNORES: tuple[str, ...] = ("obs", "structlog", "logging")
+
+
+class AddCallsite:
+    """Processor: add ``code.file.path``, ``code.line.number``, ``code.function.name``."""
+
+    __slots__ = ("_prefixes", "_skip")
+
+    def __init__(self, additional_ignores: Iterable[str] = ()) -> None:
+        self._prefixes = tuple(DEFAULT_IGNORES) + tuple(additional_ignores)
+        self._skip: dict[CodeType, bool] = {}
+
+    def _is_internal(self, frame: FrameType) -> bool:
+        code = frame.f_code
+        hit = self._skip.get(code)
+        if hit is None:
+            name = frame.f_globals.get("__name__") or ""
+            hit = any(name == p or name.startswith(p + ".") for p in self._prefixes)
+            if len(self._skip) < 8192:
+                self._skip[code] = hit
+        return hit
+
+    def find_caller(self) -> FrameType | None:
+        """The first frame outside the ignored modules."""
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None and self._is_internal(frame):
+            frame = frame.f_back
+        return frame
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        if "code.file.path" in event_dict:
+            return event_dict
+        frame = self.find_caller()
+        if frame is not None:
+            code = frame.f_code
+            event_dict["code.file.path"] = code.co_filename
+            event_dict["code.line.number"] = frame.f_lineno
+            event_dict["code.function.name"] = getattr(code, "co_qualname", code.co_name)
+        return event_dict

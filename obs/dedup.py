@@ -1,0 +1,303 @@
+"""Once-per-key dedup and throttling, bounded, thread-safe, with exact repeat counts.
+
+Modes: ``once`` (per process lifetime), ``every_n`` and ``every_seconds``. Suppressed
+repeats are counted per key and reported as ``log_repeats_suppressed`` summaries,
+periodically and at flush/shutdown, so an error that keeps repeating stays visible.
+
+Capacity: at most ``capacity`` keys are retained, and a retained key never fires again
+(no LRU eviction, unlike ``functools.lru_cache``). Once the table is full, keys that are
+not retained share one overflow slot: the first of them is emitted (marked
+``dedup_overflow=True``), the rest are suppressed and counted until the next summary
+window, and ``obs_dedup_capacity_reached`` is reported once. Memory stays bounded and
+nothing spams or disappears silently.
+
+Keys never hold references to the caller's objects: anything but str/int/float/bool/None/
+bytes is keyed by its (bounded) safe ``repr``, so unhashable values never raise and an
+exception passed as a field does not keep its frames alive.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Dedup", "Deduper", "make_key"]
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from structlog.typing import EventDict, WrappedLogger
+
+from obs.encode import safe_repr
+
+Key = tuple[Any, ...]
+OVERFLOW_KEY = "<overflow>"
+
+# Fields that are the same for every event of a process or are the key's other parts.
+_NOT_KEY = frozenset(
+    {
+        "event",
+        "logger",
+        "severity_text",
+        "severity_number",
+        "timestamp",
+        "rank",
+        "local_rank",
+        "world_size",
+        "node_rank",
+        "host.name",
+        "scope",
+        "once",
+        "once_key",
+        "every_n",
+        "every_seconds",
+    }
+)
+
+
+def _kv(value: object) -> object:
+    cls = type(value)
+    if cls is str:
+        return value
+    if cls is int or cls is bool or value is None or cls is bytes:
+        return (cls, value)
+    if cls is float:
+        return (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
+    return ("repr", safe_repr(value, 200))
+
+
+def make_key(
+    logger: str,
+    level: int,
+    event: str,
+    fields: Mapping[str, Any],
+    once_key: object = None,
+) -> Key:
+    """The dedup key: ``(logger, level, event, fields...)``, or built from ``once_key``.
+
+    ``once_key="text"`` names the key outright; ``once_key=("field", ...)`` keys on those
+    fields only. 1, 1.0 and True are different keys (vLLM's cache merges them).
+    """
+    if once_key is not None:
+        if isinstance(once_key, str):
+            return (logger, level, "once_key", once_key)
+        if isinstance(once_key, Sequence):
+            return (logger, level, event, *[(k, _kv(fields.get(k))) for k in once_key])
+        return (logger, level, "once_key", _kv(once_key))
+    if not fields:
+        return (logger, level, event)
+    parts: list[object] = [logger, level, event]
+    for name in sorted(fields) if len(fields) > 1 else fields:
+        if name in _NOT_KEY or name[:5] == "_obs_":
+            continue
+        parts.append(name)
+        parts.append(_kv(fields[name]))
+    return tuple(parts)
+
+
+class _Entry:
+    __slots__ = (
+        "event",
+        "first_seen",
+        "key_text",
+        "last_emit",
+        "last_seen",
+        "level",
+        "logger",
+        "pending",
+        "seen",
+        "suppressed",
+    )
+
+    def __init__(self, key_text: str, event: str, level: int, logger: str, now: float) -> None:
+        self.key_text = key_text
+        self.event = event
+        self.level = level
+        self.logger = logger
+        self.seen = 1
+        self.pending = 0
+        self.suppressed = 0
+        self.first_seen = now
+        self.last_seen = now
+        self.last_emit = now
+
+
+def _iso(ts: float) -> str:
+    micros = round(ts * 1e6)
+    secs, frac = divmod(micros, 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{frac:06d}Z"
+
+
+class Deduper:
+    """The key table: decides emit-or-suppress and keeps the repeat counts."""
+
+    __slots__ = (
+        "_capacity",
+        "_clock",
+        "_entries",
+        "_lock",
+        "_next_summary",
+        "_overflow",
+        "_summary_seconds",
+        "capacity_reached",
+        "summary_due",
+    )
+
+    def __init__(
+        self,
+        capacity: int = 10_000,
+        summary_seconds: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self._capacity = capacity
+        self._summary_seconds = summary_seconds
+        self._clock = clock
+        self._entries: dict[Key, _Entry] = {}
+        self._lock = threading.Lock()
+        self._overflow: _Entry | None = None
+        self._next_summary = clock() + summary_seconds if summary_seconds else math.inf
+        #: Set when a periodic summary is due; the runtime drains it after the event.
+        self.summary_due = False
+        #: Set once, when the table first fills; the runtime reports it and clears it.
+        self.capacity_reached = False
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def capacity(self) -> int:
+        """How many keys are retained at most."""
+        return self._capacity
+
+    def admit(
+        self,
+        key: Key,
+        *,
+        every_n: int = 0,
+        every_seconds: float = 0.0,
+        event: str = "",
+        level: int = 0,
+        logger: str = "",
+    ) -> bool:
+        """True when the event must be emitted, False when it is a counted repeat.
+
+        With neither ``every_n`` nor ``every_seconds`` the mode is once.
+        """
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                if len(self._entries) >= self._capacity:
+                    return self._admit_overflow(now)
+                self._entries[key] = _Entry(safe_repr(key, 300), event, level, logger, now)
+                return True
+            entry.seen += 1
+            entry.last_seen = now
+            if every_n > 0:
+                emit = (entry.seen - 1) % every_n == 0
+            elif every_seconds > 0:
+                emit = now - entry.last_emit >= every_seconds
+            else:
+                emit = False
+            if emit:
+                entry.last_emit = now
+                return True
+            entry.pending += 1
+            entry.suppressed += 1
+            if now >= self._next_summary:
+                self.summary_due = True
+            return False
+
+    def _admit_overflow(self, now: float) -> bool:
+        entry = self._overflow
+        if entry is None:
+            self._overflow = _Entry(OVERFLOW_KEY, OVERFLOW_KEY, 0, "obs.dedup", now)
+            self.capacity_reached = True
+            return True
+        entry.seen += 1
+        entry.last_seen = now
+        window = max(self._summary_seconds, 1.0)
+        if now - entry.last_emit >= window:
+            entry.last_emit = now
+            return True
+        entry.pending += 1
+        entry.suppressed += 1
+        if now >= self._next_summary:
+            self.summary_due = True
+        return False
+
+    def suppressed(self, key: Key) -> int:
+        """Total repeats suppressed for ``key`` so far (0 for an unknown key)."""
+        entry = self._entries.get(key)
+        return entry.suppressed if entry else 0
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Summaries of keys with repeats since the last drain (and reset those counts)."""
+        now = self._clock()
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            self.summary_due = False
+            self._next_summary = now + self._summary_seconds if self._summary_seconds else math.inf
+            entries = list(self._entries.values())
+            if self._overflow is not None:
+                entries.append(self._overflow)
+            for entry in entries:
+                if not entry.pending:
+                    continue
+                out.append(
+                    {
+                        "dedup_key": entry.key_text,
+                        "original_event": entry.event,
+                        "suppressed_count": entry.pending,
+                        "first_seen": _iso(entry.first_seen),
+                        "last_seen": _iso(entry.last_seen),
+                        "_obs_level": entry.level,
+                        "_obs_logger": entry.logger,
+                    }
+                )
+                entry.pending = 0
+        return out
+
+
+class Dedup:
+    """Processor: apply ``once``/``once_key``/``every_n``/``every_seconds`` from the event.
+
+    Events without those keys pass untouched (one dict lookup). A suppressed event
+    raises :class:`structlog.DropEvent` and is counted.
+    """
+
+    __slots__ = ("_deduper",)
+
+    def __init__(self, deduper: Deduper | None = None) -> None:
+        self._deduper = deduper if deduper is not None else Deduper()
+
+    @property
+    def deduper(self) -> Deduper:
+        """The key table this processor uses."""
+        return self._deduper
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        once = event_dict.pop("once", None)
+        once_key = event_dict.pop("once_key", None)
+        every_n = event_dict.pop("every_n", None) or 0
+        every_seconds = event_dict.pop("every_seconds", None) or 0.0
+        if not (once or once_key is not None or every_n or every_seconds):
+            return event_dict
+        from structlog import DropEvent  # noqa: PLC0415 - keep the module's import light
+
+        name = str(event_dict.get("logger", ""))
+        level = int(event_dict.get("_obs_level", 0))
+        event = str(event_dict.get("event", ""))
+        key = make_key(name, level, event, event_dict, once_key)
+        if self._deduper.admit(
+            key,
+            every_n=int(every_n),
+            every_seconds=float(every_seconds),
+            event=event,
+            level=level,
+            logger=name,
+        ):
+            return event_dict
+        raise DropEvent

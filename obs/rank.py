@@ -1,0 +1,201 @@
+"""Rank information: who am I in the job, without importing torch.
+
+Sources, first that answers wins: an initialized ``torch.distributed`` (consulted only
+when torch is already imported), torchrun env, SLURM env, Open MPI env, else a single
+process. :class:`RankResolver` re-evaluates when the answer can change (process group
+initialized or destroyed, fork) and is a few attribute reads otherwise.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RankInfo", "RankResolver", "add_rank_info", "rank_from_env"]
+
+import dataclasses
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from structlog.typing import EventDict, WrappedLogger
+
+
+@dataclasses.dataclass(frozen=True)
+class RankInfo:
+    """Where this process sits in the job. ``source`` says which source answered."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    node_rank: int = 0
+    host: str = ""
+    source: str = "single"
+
+    @property
+    def is_global_first(self) -> bool:
+        """True on global rank 0 (``scope="global"`` logs here)."""
+        return self.rank == 0
+
+    @property
+    def is_local_first(self) -> bool:
+        """True on local rank 0 of each node (``scope="local"`` logs here)."""
+        return self.local_rank == 0
+
+    def fields(self) -> dict[str, Any]:
+        """The record fields every event carries."""
+        return {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "node_rank": self.node_rank,
+            "host.name": self.host,
+        }
+
+
+def _int(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        raw = env.get(name)
+        if raw is None:
+            continue
+        try:
+            return int(raw.strip())
+        except ValueError:
+            continue  # a malformed launcher variable must never break logging
+    return None
+
+
+_SOURCES: tuple[
+    tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]],
+    ...,
+] = (
+    # name, rank, local_rank, world_size, local_world_size, node_rank
+    (
+        "torchrun",
+        ("RANK",),
+        ("LOCAL_RANK",),
+        ("WORLD_SIZE",),
+        ("LOCAL_WORLD_SIZE",),
+        ("GROUP_RANK", "NODE_RANK"),
+    ),
+    (
+        "slurm",
+        ("SLURM_PROCID",),
+        ("SLURM_LOCALID",),
+        ("SLURM_NTASKS",),
+        ("SLURM_NTASKS_PER_NODE",),
+        ("SLURM_NODEID",),
+    ),
+    (
+        "openmpi",
+        ("OMPI_COMM_WORLD_RANK",),
+        ("OMPI_COMM_WORLD_LOCAL_RANK",),
+        ("OMPI_COMM_WORLD_SIZE",),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE",),
+        ("OMPI_COMM_WORLD_NODE_RANK",),
+    ),
+)
+
+
+def rank_from_env(env: Mapping[str, str], host: str = "") -> RankInfo | None:
+    """Rank info from launcher variables (torchrun, SLURM, Open MPI), or None."""
+    for source, r, lr, ws, lws, nr in _SOURCES:
+        rank = _int(env, *r)
+        if rank is None:
+            continue
+        local_rank = _int(env, *lr)
+        world = _int(env, *ws)
+        local_world = _int(env, *lws)
+        node = _int(env, *nr)
+        world = world if world and world > rank else rank + 1
+        if local_rank is None:
+            local_rank = rank % local_world if local_world else rank
+        if not local_world:
+            local_world = world if node in (None, 0) and local_rank == rank else local_rank + 1
+        if node is None:
+            node = rank // local_world if local_world else 0
+        return RankInfo(rank, local_rank, world, local_world, node, host, source)
+    return None
+
+
+class RankResolver:
+    """Caches :class:`RankInfo`; recomputes when torch.distributed or the pid changes."""
+
+    __slots__ = ("_dist_state", "_env", "_host", "_info", "_pid")
+
+    def __init__(self, env: Mapping[str, str] | None = None, host: str | None = None) -> None:
+        self._env = env
+        self._host = host
+        self._pid = -1
+        self._dist_state: object = None
+        self._info = RankInfo()
+
+    def current(self) -> RankInfo:
+        """The rank info now; cheap when nothing changed."""
+        state = self._dist_probe()
+        if state is not self._dist_state or self._pid != os.getpid():
+            self._info = self._compute(state)
+            self._dist_state = state
+            self._pid = os.getpid()
+        return self._info
+
+    def refresh(self) -> RankInfo:
+        """Forget the cache and recompute (after changing env vars, say)."""
+        self._pid = -1
+        return self.current()
+
+    @staticmethod
+    def _dist_probe() -> object:
+        """The default process group object when torch.distributed is initialized, else None."""
+        dist = sys.modules.get("torch.distributed")
+        if dist is None:
+            return None
+        try:
+            if not dist.is_available() or not dist.is_initialized():
+                return None
+            return dist.group.WORLD
+        except Exception:
+            return None  # fail open: rank checks never break logging
+
+    def _compute(self, dist_state: object) -> RankInfo:
+        env = os.environ if self._env is None else self._env
+        host = self._host if self._host is not None else socket.gethostname()
+        from_env = rank_from_env(env, host)
+        if dist_state is None:
+            return from_env or RankInfo(host=host)
+        dist = sys.modules["torch.distributed"]
+        try:
+            rank = int(dist.get_rank())
+            world = int(dist.get_world_size())
+        except Exception:
+            return from_env or RankInfo(host=host)
+        if from_env is not None and from_env.rank == rank:
+            local_rank, local_world, node = (
+                from_env.local_rank,
+                from_env.local_world_size,
+                from_env.node_rank,
+            )
+        else:
+            local_world = from_env.local_world_size if from_env else world
+            local_rank = rank % local_world
+            node = rank // local_world
+        return RankInfo(rank, local_rank, world, local_world, node, host, "torch.distributed")
+
+
+class add_rank_info:
+    """Processor: add ``rank``, ``local_rank``, ``world_size``, ``node_rank``, ``host.name``."""
+
+    __slots__ = ("_resolver",)
+
+    def __init__(self, resolver: RankResolver | None = None) -> None:
+        self._resolver = resolver or RankResolver()
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        info = self._resolver.current()
+        event_dict["rank"] = info.rank
+        event_dict["local_rank"] = info.local_rank
+        event_dict["world_size"] = info.world_size
+        event_dict["node_rank"] = info.node_rank
+        event_dict["host.name"] = info.host
+        event_dict["_obs_rank"] = info
+        return event_dict

@@ -1,0 +1,193 @@
+"""Timestamps and renderers: one safe JSON object per line, or a readable console line.
+
+The JSON renderer uses orjson; values orjson cannot encode go through
+:func:`obs.encode.json_default`, and anything that still fails (cycles, huge ints,
+non-str keys deep down) is re-encoded from a sanitised copy, so a line is always written
+and is always one valid JSON object: newlines and control characters inside values are
+escaped and can never forge a second line.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConsoleRenderer", "JSONRenderer", "TimeStamper", "strip_control_keys"]
+
+import time
+from typing import Any
+
+import orjson
+from structlog.typing import EventDict, WrappedLogger
+
+from obs.encode import MAX_STR, json_default, safe_repr, to_jsonable
+
+_CONTROL = (
+    "_obs_rank",
+    "_obs_console",
+    "_obs_time_ns",
+    "_obs_level",
+    "_obs_no_export",
+    "_obs_logger",
+)
+MAX_LINE = 256 * 1024
+
+
+def strip_control_keys(event_dict: EventDict) -> EventDict:
+    """Remove obs' internal ``_obs_*`` keys (in place) before rendering."""
+    pop = event_dict.pop
+    for key in _CONTROL:
+        pop(key, None)
+    return event_dict
+
+
+class TimeStamper:
+    """Processor: ``timestamp`` as ISO 8601 UTC with microseconds and ``Z``, plus ``_obs_time_ns``.
+
+    The ``%Y-%m-%dT%H:%M:%S`` prefix is cached per second, so the per-event cost is one
+    ``time_ns()`` and one f-string. A record that already has ``_obs_time_ns`` (a bridged
+    stdlib record) keeps its own time.
+    """
+
+    __slots__ = ("_cache",)
+
+    def __init__(self) -> None:
+        self._cache: tuple[int, str] = (-1, "")
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        ns = event_dict.get("_obs_time_ns")
+        if ns is None:
+            ns = time.time_ns()
+            event_dict["_obs_time_ns"] = ns
+        sec, micros = divmod(ns // 1000, 1_000_000)
+        cached_sec, prefix = self._cache
+        if cached_sec != sec:
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+            self._cache = (sec, prefix)
+        event_dict["timestamp"] = f"{prefix}.{micros:06d}Z"
+        return event_dict
+
+
+def _dumps(event_dict: EventDict) -> bytes:
+    try:
+        out = orjson.dumps(event_dict, default=json_default, option=orjson.OPT_NON_STR_KEYS)
+    except Exception:
+        out = b""
+    if not out or len(out) > MAX_LINE:
+        try:
+            out = orjson.dumps(to_jsonable(event_dict), option=orjson.OPT_NON_STR_KEYS)
+        except Exception:
+            out = orjson.dumps(
+                {"event": "obs_unrenderable_event", "repr": safe_repr(event_dict, MAX_STR)}
+            )
+        if len(out) > MAX_LINE:
+            slim = {
+                k: (safe_repr(v, 1024) if not isinstance(v, (int, float, bool)) else v)
+                for k, v in to_jsonable(event_dict).items()
+            }
+            out = orjson.dumps(slim)
+    return out
+
+
+class JSONRenderer:
+    """Processor (last in a chain): the event as one JSON line (``str``, no newline)."""
+
+    __slots__ = ()
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+        return _dumps(strip_control_keys(event_dict)).decode()
+
+    @staticmethod
+    def dumps(event_dict: EventDict) -> bytes:
+        """Encode an already-stripped event dict to JSON bytes, safely."""
+        return _dumps(event_dict)
+
+
+_LEVEL_STYLES = {
+    "DEBUG": "\x1b[2m",
+    "INFO": "\x1b[32m",
+    "WARNING": "\x1b[33m",
+    "ERROR": "\x1b[31;1m",
+    "CRITICAL": "\x1b[41;97m",
+}
+_RESET = "\x1b[0m"
+_HEAD = frozenset(
+    {
+        "timestamp",
+        "severity_text",
+        "severity_number",
+        "event",
+        "body",
+        "logger",
+        "rank",
+        "local_rank",
+        "world_size",
+        "node_rank",
+        "host.name",
+        "code.file.path",
+        "code.line.number",
+        "code.function.name",
+        "exception.stacktrace",
+    }
+)
+_ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 127: "\\x7f"}
+
+
+def _one_line(text: str) -> str:
+    return text.translate(_ESCAPES)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (int, float, bool)) or value is None:
+        text = str(value)
+    else:
+        try:
+            text = orjson.dumps(
+                value, default=json_default, option=orjson.OPT_NON_STR_KEYS
+            ).decode()
+        except Exception:
+            text = safe_repr(value, 1024)
+    return _one_line(text if len(text) <= 1024 else text[:1024] + "...")
+
+
+class ConsoleRenderer:
+    """Processor (last): ``time LEVEL [rN] event  body  key=value ...`` on one line.
+
+    Control characters in values are escaped, so one event is always one line (the
+    traceback, if any, follows indented).
+    """
+
+    __slots__ = ("_colors",)
+
+    def __init__(self, colors: bool = False) -> None:
+        self._colors = colors
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+        ed = strip_control_keys(event_dict)
+        level = str(ed.get("severity_text", ""))
+        head = f"{level:<8}"
+        if self._colors:
+            head = f"{_LEVEL_STYLES.get(level, '')}{head}{_RESET}"
+        rank = ed.get("rank")
+        where = f"[r{rank}/n{ed.get('node_rank', 0)}]" if ed.get("world_size", 1) != 1 else ""
+        event = _one_line(str(ed.get("event", "")))
+        body = ed.get("body")
+        parts = [str(ed.get("timestamp", "")), head]
+        if where:
+            parts.append(where)
+        parts.append(f"\x1b[1m{event}\x1b[0m" if self._colors else event)
+        if body and body != event:
+            parts.append(_value(body))
+        extras = " ".join(
+            f"{_one_line(str(k))}={_value(v)}" for k, v in ed.items() if k not in _HEAD
+        )
+        if extras:
+            parts.append(extras)
+        if "code.file.path" in ed:
+            parts.append(f"({ed['code.file.path']}:{ed.get('code.line.number')})")
+        line = "  ".join(parts)
+        trace = ed.get("exception.stacktrace")
+        if trace:
+            line += "\n" + "\n".join(
+                "    " + _one_line(t) for t in str(trace).rstrip().splitlines()
+            )
+        return line

@@ -1,0 +1,345 @@
+"""Settings: the only module that reads environment variables.
+
+Precedence is keyword argument > environment variable > default. Every value is parsed
+and validated once, by one helper, at ``configure()`` time; a bad value raises
+:class:`obs.ConfigError` naming the variable and the accepted values.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ENV_VARS", "Settings", "load_settings", "parse_level"]
+
+import dataclasses
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
+from urllib.parse import unquote, urlparse
+
+from obs.errors import ConfigError
+
+Format = Literal["json", "console", "auto"]
+Protocol = Literal["grpc", "http/protobuf", "http/json"]
+LogsExporter = Literal["otlp", "console", "none"]
+
+_LEVELS = {
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARNING": logging.WARNING,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "CRITICAL": logging.CRITICAL,
+}
+
+#: Every variable obs reads, with a one-line meaning (the README table is checked against it).
+ENV_VARS: dict[str, str] = {
+    "OBS_LEVEL": "lowest level logged: DEBUG, INFO, WARNING, ERROR, CRITICAL (default INFO)",
+    "OBS_FORMAT": "json, console or auto (console on a tty, else json; default auto)",
+    "OBS_STREAM": "stderr or stdout (default stderr)",
+    "OBS_FILE": "also append JSON lines to this file (default: none)",
+    "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
+    "OBS_REPEAT_SUMMARY_SECONDS": "period of log_repeats_suppressed summaries, 0 = only at "
+    "flush/shutdown (default 60)",
+    "OBS_EXPORT_ALL_RANKS_LEVEL": "records at or above this level are exported from every "
+    "rank whatever their console scope (default WARNING)",
+    "OBS_SPOOL_DIR": "where undeliverable WARNING+ records are spooled (default "
+    "$TMPDIR/obs-spool-$UID)",
+    "OBS_SPOOL_MAX_BYTES": "size bound of the spool file (default 67108864)",
+    "OBS_SHUTDOWN_TIMEOUT": "seconds flush/shutdown may take, collector down or not (default 3)",
+    "OTEL_SDK_DISABLED": "true disables OTel export entirely",
+    "OTEL_SERVICE_NAME": "resource service.name (default: the program name)",
+    "OTEL_RESOURCE_ATTRIBUTES": "extra resource attributes, k=v,k2=v2",
+    "OTEL_LOGS_EXPORTER": "otlp, console or none (default: otlp if an endpoint is set, else none)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "collector base URL; http(s) gets /v1/logs appended",
+    "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "collector logs URL, used as is",
+    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc or http/protobuf (default http/protobuf)",
+    "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "overrides OTEL_EXPORTER_OTLP_PROTOCOL for logs",
+    "OTEL_EXPORTER_OTLP_HEADERS": "k=v,k2=v2 sent with every export (values redacted in logs)",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "overrides OTEL_EXPORTER_OTLP_HEADERS for logs",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE": "CA bundle to verify the collector",
+    "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": "overrides OTEL_EXPORTER_OTLP_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CLIENT_KEY": "client private key for mTLS",
+    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY": "overrides OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "client certificate for mTLS",
+    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE": "overrides OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_TIMEOUT": "seconds per export request (default 10, as the Python SDK)",
+    "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT": "overrides OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip or none (default none)",
+    "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION": "overrides OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_BLRP_SCHEDULE_DELAY": "ms between export batches (default 1000)",
+    "OTEL_BLRP_MAX_QUEUE_SIZE": "records queued before low severities are dropped (default 2048)",
+    "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE": "records per export request (default 512)",
+    "OTEL_BLRP_EXPORT_TIMEOUT": "ms one export may take (default 30000)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything ``obs.configure()`` decided, resolved and validated.
+
+    .. versionadded:: 0.1.0
+    """
+
+    level: int = logging.INFO
+    format: Format = "auto"
+    stream: Literal["stderr", "stdout"] = "stderr"
+    file: str | None = None
+    dedup_capacity: int = 10_000
+    repeat_summary_seconds: float = 60.0
+    export_all_ranks_level: int = logging.WARNING
+    spool_dir: str = ""
+    spool_max_bytes: int = 64 * 1024 * 1024
+    shutdown_timeout: float = 3.0
+    stdlib_bridge: bool = True
+    sdk_disabled: bool = False
+    service_name: str = "unknown_service"
+    resource_attributes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    logs_exporter: LogsExporter = "none"
+    otlp_endpoint: str | None = None
+    otlp_endpoint_is_logs: bool = False
+    otlp_protocol: Protocol = "http/protobuf"
+    otlp_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    otlp_certificate: str | None = None
+    otlp_client_key: str | None = None
+    otlp_client_certificate: str | None = None
+    otlp_timeout: float = 10.0
+    otlp_compression: Literal["gzip", "none"] = "none"
+    blrp_schedule_delay_ms: float = 1000.0
+    blrp_max_queue_size: int = 2048
+    blrp_max_export_batch_size: int = 512
+    blrp_export_timeout_ms: float = 30000.0
+
+    @property
+    def otlp_logs_url(self) -> str | None:
+        """The URL the logs exporter talks to (HTTP gets ``/v1/logs`` unless logs-specific)."""
+        if self.otlp_endpoint is None:
+            return None
+        if self.otlp_protocol == "grpc" or self.otlp_endpoint_is_logs:
+            return self.otlp_endpoint
+        return self.otlp_endpoint.rstrip("/") + "/v1/logs"
+
+
+T = TypeVar("T")
+
+
+def parse_level(name: str, raw: object) -> int:
+    """Parse a level name (any case) or number; ``name`` is what a ConfigError names."""
+    if isinstance(raw, bool):
+        raise ConfigError(name, raw, "one of " + ", ".join(sorted(set(_LEVELS) - {"WARN"})))
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip().upper()
+    if text in _LEVELS:
+        return _LEVELS[text]
+    if text.isdigit():
+        return int(text)
+    raise ConfigError(name, raw, "one of " + ", ".join(sorted(set(_LEVELS) - {"WARN"})))
+
+
+def _choice(*choices: str) -> Callable[[str, object], Any]:
+    def parse(name: str, raw: object) -> Any:
+        text = str(raw).strip().lower()
+        if text not in choices:
+            raise ConfigError(name, raw, "one of " + ", ".join(choices))
+        return text
+
+    return parse
+
+
+def _number(kind: Callable[[str], T], *, minimum: float, what: str) -> Callable[[str, object], T]:
+    def parse(name: str, raw: object) -> T:
+        if isinstance(raw, bool):
+            raise ConfigError(name, raw, what)
+        try:
+            value = kind(str(raw).strip()) if isinstance(raw, str) else kind(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ConfigError(name, raw, what) from None
+        if not value >= minimum:  # type: ignore[operator]
+            raise ConfigError(name, raw, what)
+        return value
+
+    return parse
+
+
+def _bool(name: str, raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(name, raw, "true or false")
+
+
+def _text(name: str, raw: object) -> str:
+    text = str(raw).strip()
+    if not text:
+        raise ConfigError(name, raw, "a non-empty string")
+    return text
+
+
+def _pairs(name: str, raw: object) -> dict[str, str]:
+    """Parse the OTel ``k=v,k2=v2`` list (values URL-decoded, as the spec says)."""
+    if isinstance(raw, Mapping):
+        return {str(k): str(v) for k, v in raw.items()}
+    out: dict[str, str] = {}
+    for item in str(raw).split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(name, raw, "comma-separated key=value pairs")
+        out[unquote(key.strip())] = unquote(value.strip())
+    return out
+
+
+def _url(name: str, raw: object) -> str:
+    text = str(raw).strip()
+    parsed = urlparse(text)
+    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+        raise ConfigError(name, raw, "an http:// or https:// URL with a host")
+    try:
+        parsed.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ConfigError(name, raw, "an http:// or https:// URL with a valid port") from None
+    return text
+
+
+_POSITIVE_INT = _number(int, minimum=1, what="an integer >= 1")
+_NON_NEGATIVE = _number(float, minimum=0.0, what="a number >= 0")
+_POSITIVE = _number(float, minimum=1e-9, what="a number > 0")
+
+
+class _Reader:
+    """Resolves one setting from kwargs, then env, then default, through one parser."""
+
+    __slots__ = ("env", "overrides", "used")
+
+    def __init__(self, overrides: Mapping[str, object], env: Mapping[str, str]) -> None:
+        self.overrides = overrides
+        self.env = env
+        self.used: set[str] = set()
+
+    def get(
+        self,
+        field: str,
+        parse: Callable[[str, object], T],
+        default: T,
+        *env_names: str,
+    ) -> T:
+        if field in self.overrides:
+            self.used.add(field)
+            raw = self.overrides[field]
+            if raw is None:
+                return default
+            return parse(field, raw)
+        for env_name in env_names:
+            value = self.env.get(env_name)
+            if value is not None and value.strip() != "":
+                return parse(env_name, value)
+        return default
+
+
+def _default_spool_dir() -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"obs-spool-{uid}")
+
+
+def _default_service_name() -> str:
+    import sys  # noqa: PLC0415 - only for the program name
+
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return f"unknown_service:{prog}" if prog else "unknown_service"
+
+
+def load_settings(
+    overrides: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve :class:`Settings` from keyword overrides and the environment.
+
+    Raises :class:`obs.ConfigError` for an unknown keyword or any invalid value.
+    """
+    overrides = dict(overrides or {})
+    env = os.environ if env is None else env
+    known = {f.name for f in dataclasses.fields(Settings)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(
+            unknown[0], overrides[unknown[0]], "a Settings field: " + ", ".join(sorted(known))
+        )
+    r = _Reader(overrides, env)
+
+    def logs(suffix: str) -> tuple[str, str]:
+        return (f"OTEL_EXPORTER_OTLP_LOGS_{suffix}", f"OTEL_EXPORTER_OTLP_{suffix}")
+
+    endpoint = r.get("otlp_endpoint", _url, None, "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
+    endpoint_is_logs = endpoint is not None
+    if endpoint is None:
+        endpoint = r.get("otlp_endpoint", _url, None, "OTEL_EXPORTER_OTLP_ENDPOINT")
+    if "otlp_endpoint_is_logs" in overrides:
+        endpoint_is_logs = _bool("otlp_endpoint_is_logs", overrides["otlp_endpoint_is_logs"])
+    elif "otlp_endpoint" in overrides:
+        endpoint_is_logs = False
+    exporter_default: LogsExporter = "otlp" if endpoint is not None else "none"
+    logs_exporter: LogsExporter = r.get(
+        "logs_exporter", _choice("otlp", "console", "none"), exporter_default, "OTEL_LOGS_EXPORTER"
+    )
+    resource: dict[str, str] = r.get("resource_attributes", _pairs, {}, "OTEL_RESOURCE_ATTRIBUTES")
+    service_default = resource.get("service.name") or _default_service_name()
+
+    return Settings(
+        level=r.get("level", parse_level, logging.INFO, "OBS_LEVEL"),
+        format=r.get("format", _choice("json", "console", "auto"), "auto", "OBS_FORMAT"),
+        stream=r.get("stream", _choice("stderr", "stdout"), "stderr", "OBS_STREAM"),
+        file=r.get("file", _text, None, "OBS_FILE"),
+        dedup_capacity=r.get("dedup_capacity", _POSITIVE_INT, 10_000, "OBS_DEDUP_CAPACITY"),
+        repeat_summary_seconds=r.get(
+            "repeat_summary_seconds", _NON_NEGATIVE, 60.0, "OBS_REPEAT_SUMMARY_SECONDS"
+        ),
+        export_all_ranks_level=r.get(
+            "export_all_ranks_level", parse_level, logging.WARNING, "OBS_EXPORT_ALL_RANKS_LEVEL"
+        ),
+        spool_dir=r.get("spool_dir", _text, _default_spool_dir(), "OBS_SPOOL_DIR"),
+        spool_max_bytes=r.get(
+            "spool_max_bytes", _POSITIVE_INT, 64 * 1024 * 1024, "OBS_SPOOL_MAX_BYTES"
+        ),
+        shutdown_timeout=r.get("shutdown_timeout", _POSITIVE, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
+        stdlib_bridge=r.get("stdlib_bridge", _bool, True),
+        sdk_disabled=r.get("sdk_disabled", _bool, False, "OTEL_SDK_DISABLED"),
+        service_name=r.get("service_name", _text, service_default, "OTEL_SERVICE_NAME"),
+        resource_attributes=resource,
+        logs_exporter=logs_exporter,
+        otlp_endpoint=endpoint,
+        otlp_endpoint_is_logs=endpoint_is_logs,
+        otlp_protocol=r.get(
+            "otlp_protocol",
+            _choice("grpc", "http/protobuf", "http/json"),
+            "http/protobuf",
+            *logs("PROTOCOL"),
+        ),
+        otlp_headers=r.get("otlp_headers", _pairs, {}, *logs("HEADERS")),
+        otlp_certificate=r.get("otlp_certificate", _text, None, *logs("CERTIFICATE")),
+        otlp_client_key=r.get("otlp_client_key", _text, None, *logs("CLIENT_KEY")),
+        otlp_client_certificate=r.get(
+            "otlp_client_certificate", _text, None, *logs("CLIENT_CERTIFICATE")
+        ),
+        otlp_timeout=r.get("otlp_timeout", _POSITIVE, 10.0, *logs("TIMEOUT")),
+        otlp_compression=r.get(
+            "otlp_compression", _choice("gzip", "none"), "none", *logs("COMPRESSION")
+        ),
+        blrp_schedule_delay_ms=r.get(
+            "blrp_schedule_delay_ms", _POSITIVE, 1000.0, "OTEL_BLRP_SCHEDULE_DELAY"
+        ),
+        blrp_max_queue_size=r.get(
+            "blrp_max_queue_size", _POSITIVE_INT, 2048, "OTEL_BLRP_MAX_QUEUE_SIZE"
+        ),
+        blrp_max_export_batch_size=r.get(
+            "blrp_max_export_batch_size", _POSITIVE_INT, 512, "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE"
+        ),
+        blrp_export_timeout_ms=r.get(
+            "blrp_export_timeout_ms", _POSITIVE, 30000.0, "OTEL_BLRP_EXPORT_TIMEOUT"
+        ),
+    )

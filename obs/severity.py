@@ -1,0 +1,128 @@
+"""Severity tagging: the level reflects the outcome of a stage, not the caller's mood.
+
+A fallback chain's attempt that fails and is recovered from is a WARNING; running out of
+options is an ERROR. The policy is data (:class:`StagePolicy`) so it can be overridden, and
+every record carries ``stage`` and ``outcome`` so alerts never depend on the level alone.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "LEVEL_NAMES",
+    "SEVERITY_NUMBERS",
+    "StagePolicy",
+    "StageRule",
+    "TagSeverity",
+    "severity_number",
+]
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+
+from structlog.typing import EventDict, WrappedLogger
+
+#: stdlib level -> OTel severity_number (the first of each OTel range).
+SEVERITY_NUMBERS: dict[int, int] = {
+    logging.DEBUG: 5,
+    logging.INFO: 9,
+    logging.WARNING: 13,
+    logging.ERROR: 17,
+    logging.CRITICAL: 21,
+}
+LEVEL_NAMES: dict[int, str] = {
+    logging.DEBUG: "DEBUG",
+    logging.INFO: "INFO",
+    logging.WARNING: "WARNING",
+    logging.ERROR: "ERROR",
+    logging.CRITICAL: "CRITICAL",
+}
+METHOD_LEVELS: dict[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+def severity_number(level: int) -> int:
+    """OTel severity_number of a stdlib level, for custom levels too (TRACE..FATAL4)."""
+    number = SEVERITY_NUMBERS.get(level)
+    if number is not None:
+        return number
+    if level < logging.DEBUG:
+        return 1
+    base = max(lvl for lvl in SEVERITY_NUMBERS if lvl <= level)
+    return min(SEVERITY_NUMBERS[base] + (level - base) * 4 // 10, 24)
+
+
+def level_name(level: int) -> str:
+    """Name of a level, ``LEVEL15``-style for custom ones."""
+    return LEVEL_NAMES.get(level) or logging.getLevelName(level)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRule:
+    """The level and outcome a stage implies."""
+
+    level: int
+    outcome: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StagePolicy:
+    """stage -> :class:`StageRule`. Events logged below their stage's level are raised."""
+
+    rules: Mapping[str, StageRule]
+
+    def rule(self, stage: str) -> StageRule | None:
+        """The rule of ``stage``, or None for a stage this policy does not know."""
+        return self.rules.get(stage)
+
+    def replace(self, **rules: StageRule) -> StagePolicy:
+        """A copy with some stages' rules replaced or added."""
+        return StagePolicy({**self.rules, **rules})
+
+
+DEFAULT_POLICY = StagePolicy(
+    {
+        "attempt": StageRule(logging.DEBUG, "pending"),
+        "attempt_failed": StageRule(logging.WARNING, "failure"),
+        "fallback": StageRule(logging.WARNING, "degraded"),
+        "initialized": StageRule(logging.INFO, "success"),
+        "terminal_failure": StageRule(logging.ERROR, "failure"),
+    }
+)
+
+
+class TagSeverity:
+    """Processor: set ``severity_text``/``severity_number`` (and ``outcome`` for a stage).
+
+    The level comes from the method name (``warning``) or a numeric ``_obs_level`` the
+    logger already put there; a known ``stage`` raises it to the stage's level.
+    """
+
+    __slots__ = ("_policy",)
+
+    def __init__(self, policy: StagePolicy = DEFAULT_POLICY) -> None:
+        self._policy = policy
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        level = event_dict.get("_obs_level")
+        if level is None:
+            level = METHOD_LEVELS.get(method_name, logging.INFO)
+        stage = event_dict.get("stage")
+        if stage is not None:
+            rule = self._policy.rules.get(stage)
+            if rule is not None:
+                level = max(level, rule.level)
+                event_dict.setdefault("outcome", rule.outcome)
+        event_dict["_obs_level"] = level
+        event_dict["severity_text"] = LEVEL_NAMES.get(level) or level_name(level)
+        event_dict["severity_number"] = SEVERITY_NUMBERS.get(level) or severity_number(level)
+        return event_dict

@@ -1,0 +1,149 @@
+"""The stdlib bridge, and a vLLM-compatible ``init_logger``.
+
+After ``obs.configure()`` a handler on the root logger sends every stdlib record (vLLM,
+torch, flashinfer, ...) through the same chain, so it comes out in the same format with
+rank fields and is exported like any other event. Records of the OpenTelemetry SDK's own
+loggers, and any record logged from obs' export thread, are rendered but never exported,
+so an SDK warning about a failed export cannot loop back into the exporter.
+
+``init_logger(name)`` returns a :class:`VllmLogger`: a ``logging.LoggerAdapter`` with
+``debug_once/info_once/warning_once/error_once(msg, *args, scope="local")``. It keeps
+vLLM's semantics where they are right (scope checked before the cache, caller's line) and
+fixes where they are wrong: no eviction re-fire, no TypeError on unhashable args, no args
+kept alive by the cache, repeats counted and summarised.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ObsHandler", "VllmLogger", "init_logger", "install_bridge", "remove_bridge"]
+
+import logging
+import sys
+import threading
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from obs._config import Holder
+
+_NO_EXPORT_PREFIXES = ("opentelemetry", "grpc", "urllib3")
+
+
+class ObsHandler(logging.Handler):
+    """Root handler: hands each record to the current runtime, with a re-entrancy guard."""
+
+    def __init__(self, holder: Holder) -> None:
+        super().__init__(logging.NOTSET)
+        self._holder = holder
+        self._local = threading.local()
+        #: Records dropped because they were logged while obs was handling a record.
+        self.reentrant_drops = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Process ``record``; a record logged while processing one is counted, not looped."""
+        local = self._local
+        if getattr(local, "active", False):
+            self.reentrant_drops += 1
+            return
+        local.active = True
+        try:
+            runtime = self._holder.runtime or self._holder.ensure()
+            export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
+            runtime.log_record(record, export=export)
+        except Exception:
+            self.reentrant_drops += 1
+        finally:
+            local.active = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
+
+
+def _in_export_thread() -> bool:
+    otel = sys.modules.get("obs.otel")
+    check = getattr(otel, "in_export_thread", None)
+    try:
+        return bool(check()) if check is not None else False
+    except Exception:
+        return False
+
+
+def install_bridge(holder: Holder, level: int) -> ObsHandler:
+    """Put one :class:`ObsHandler` on the root logger (replacing an earlier one)."""
+    remove_bridge(holder)
+    handler = ObsHandler(holder)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
+    holder.bridge = handler
+    return handler
+
+
+def remove_bridge(holder: Holder) -> None:
+    """Take obs' handler off the root logger."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, ObsHandler):
+            root.removeHandler(handler)
+    holder.bridge = None
+
+
+class VllmLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """A stdlib logger with vLLM's ``*_once(msg, *args, scope=...)`` methods.
+
+    Everything else (``info``, ``setLevel``, ``handlers``, ...) is the wrapped
+    ``logging.Logger``'s.
+    """
+
+    def __init__(self, logger: logging.Logger, holder: Holder) -> None:
+        super().__init__(logger, {})
+        self._holder = holder
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        """Pass ``extra`` through untouched (the base class would replace it)."""
+        return msg, kwargs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.logger, name)
+
+    def _once(self, level: int, msg: object, args: tuple[Any, ...], scope: object) -> None:
+        logger = self.logger
+        if not logger.isEnabledFor(level):
+            return
+        try:
+            runtime = self._holder.runtime or self._holder.ensure()
+            admitted = runtime.admit_once(logger.name, level, msg, args, scope)
+        except Exception:  # fail open, as vLLM's rank checks do
+            admitted = True
+        if not admitted:
+            return
+        # stacklevel 3: _once -> *_once -> the caller's line.
+        logger.log(level, msg, *args, stacklevel=3, extra={"scope": scope})
+
+    def debug_once(self, msg: object, *args: Any, scope: object = "local") -> None:
+        """``debug`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
+        self._once(logging.DEBUG, msg, args, scope)
+
+    def info_once(self, msg: object, *args: Any, scope: object = "local") -> None:
+        """``info`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
+        self._once(logging.INFO, msg, args, scope)
+
+    def warning_once(self, msg: object, *args: Any, scope: object = "local") -> None:
+        """``warning`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
+        self._once(logging.WARNING, msg, args, scope)
+
+    def error_once(self, msg: object, *args: Any, scope: object = "local") -> None:
+        """``error`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
+        self._once(logging.ERROR, msg, args, scope)
+
+
+def init_logger(name: str) -> VllmLogger:
+    """A vLLM-compatible logger: ``init_logger(__name__).warning_once("x %s", a)``.
+
+    .. versionadded:: 0.1.0
+    """
+    from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
+
+    return VllmLogger(logging.getLogger(name), STATE)
