@@ -192,20 +192,25 @@ class Runtime:
     ) -> None:
         """``*_once``: scope then dedup decided before any dict is built (the repeat path)."""
         scope = kw.pop("scope", "local")
-        once_key = kw.pop("once_key", None)
-        kw.pop("once", None)
-        stage = kw.get("stage")
-        if stage is not None:
-            rule = self.policy.rules.get(stage)
+        once_key = kw.pop("once_key", None) if "once_key" in kw else None
+        if "once" in kw:
+            del kw["once"]
+        if "stage" in kw:
+            rule = self.policy.rules.get(kw["stage"])
             if rule is not None and rule.level > level:
                 level = rule.level
-        if level < self.export_level and not scope_allows(scope, self.resolver.current()):
-            return
-        context = logger._context
-        name = logger._name
+        if level < self.export_level:
+            if scope == "local":
+                if self.resolver.current().local_rank != 0:
+                    return
+            elif scope != "process" and not scope_allows(scope, self.resolver.current()):
+                return
+        context = logger._context  # noqa: SLF001
+        name = logger._name  # noqa: SLF001
         key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
-        if not self.deduper.admit(key, event=event, level=level, logger=name):
-            if self.deduper.summary_due:
+        deduper = self.deduper
+        if deduper.repeat(key) or not deduper.admit(key, event=event, level=level, logger=name):
+            if deduper.summary_due:
                 self.emit_summaries()
             return
         kw["scope"] = scope

@@ -18,7 +18,7 @@ exception passed as a field does not keep its frames alive.
 
 from __future__ import annotations
 
-__all__ = ["Dedup", "Deduper", "make_key"]
+__all__ = ["Dedup", "Deduper", "key_text", "make_key"]
 
 import math
 import threading
@@ -82,12 +82,17 @@ def make_key(
         if isinstance(once_key, str):
             return (logger, level, "once_key", once_key)
         if isinstance(once_key, Sequence):
-            return (logger, level, event, *[(k, _kv(fields.get(k))) for k in once_key])
+            return (logger, level, event, *[x for k in once_key for x in (k, _kv(fields.get(k)))])
         return (logger, level, "once_key", _kv(once_key))
     if not fields:
         return (logger, level, event)
+    if len(fields) == 1:
+        for name, value in fields.items():
+            if name in _NOT_KEY or name[:5] == "_obs_":
+                return (logger, level, event)
+            return (logger, level, event, name, value if type(value) is str else _kv(value))
     parts: list[object] = [logger, level, event]
-    for name in sorted(fields) if len(fields) > 1 else fields:
+    for name in sorted(fields):
         if name in _NOT_KEY or name[:5] == "_obs_":
             continue
         parts.append(name)
@@ -120,6 +125,22 @@ class _Entry:
         self.first_seen = now
         self.last_seen = now
         self.last_emit = now
+
+
+def key_text(key: Key) -> str:
+    """A readable form of a key for summaries: ``logger:LEVEL:event field=value ...``."""
+    parts = [str(p) for p in key[:3]]
+    rest = key[3:]
+    pairs = []
+    for i in range(0, len(rest) - 1, 2):
+        value = rest[i + 1]
+        if isinstance(value, tuple) and len(value) == 2:
+            value = value[1] if value[0] == "repr" else repr(value[1])
+        pairs.append(f"{rest[i]}={value}")
+    if len(rest) % 2:
+        pairs.append(str(rest[-1]))
+    text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def _iso(ts: float) -> str:
@@ -191,7 +212,7 @@ class Deduper:
             if entry is None:
                 if len(self._entries) >= self._capacity:
                     return self._admit_overflow(now)
-                self._entries[key] = _Entry(safe_repr(key, 300), event, level, logger, now)
+                self._entries[key] = _Entry(key_text(key), event, level, logger, now)
                 return True
             entry.seen += 1
             entry.last_seen = now
@@ -205,10 +226,26 @@ class Deduper:
                 entry.last_emit = now
                 return True
             entry.pending += 1
-            entry.suppressed += 1
             if now >= self._next_summary:
                 self.summary_due = True
             return False
+
+    def repeat(self, key: Key) -> bool:
+        """Fast path for once mode: True (and counted) when ``key`` is already retained.
+
+        False means "not known yet": call :meth:`admit`, which decides under the lock, so
+        racing first calls still produce exactly one emit and an exact count.
+        """
+        entry = self._entries.get(key)
+        if entry is None:
+            return False
+        now = self._clock()
+        with self._lock:
+            entry.pending += 1
+            entry.last_seen = now
+        if now >= self._next_summary:
+            self.summary_due = True
+        return True
 
     def _admit_overflow(self, now: float) -> bool:
         entry = self._overflow
@@ -223,7 +260,6 @@ class Deduper:
             entry.last_emit = now
             return True
         entry.pending += 1
-        entry.suppressed += 1
         if now >= self._next_summary:
             self.summary_due = True
         return False
@@ -231,7 +267,7 @@ class Deduper:
     def suppressed(self, key: Key) -> int:
         """Total repeats suppressed for ``key`` so far (0 for an unknown key)."""
         entry = self._entries.get(key)
-        return entry.suppressed if entry else 0
+        return entry.suppressed + entry.pending if entry else 0
 
     def drain(self) -> list[dict[str, Any]]:
         """Summaries of keys with repeats since the last drain (and reset those counts)."""
@@ -257,6 +293,7 @@ class Deduper:
                         "_obs_logger": entry.logger,
                     }
                 )
+                entry.suppressed += entry.pending
                 entry.pending = 0
         return out
 

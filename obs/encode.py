@@ -234,11 +234,13 @@ class Redactor:
     field; nested mappings one level down are checked too (``extra={"headers": {...}}``).
     """
 
-    __slots__ = ("_cache", "_parts")
+    __slots__ = ("_cache", "_parts", "_safe")
 
     def __init__(self, extra_parts: Iterable[str] = ()) -> None:
         self._parts = tuple(SECRET_KEY_PARTS) + tuple(p.lower() for p in extra_parts)
         self._cache: dict[str, bool] = {}
+        #: Key names known not to be secret: the common case is one C-level set difference.
+        self._safe: set[str] = set()
 
     def is_secret(self, key: str) -> bool:
         """True when a field named ``key`` must not be shown."""
@@ -249,7 +251,15 @@ class Redactor:
             hit = any(p in low for p in self._parts) or words[-1] in SECRET_LAST_WORDS
             if len(self._cache) < 4096:
                 self._cache[key] = hit
+                if not hit:
+                    self._safe.add(key)
         return hit
+
+    def _redact_nested(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        secret = self.is_secret
+        if not any(isinstance(k, str) and secret(k) for k in value):
+            return value
+        return {k: (REDACTED if isinstance(k, str) and secret(k) else v) for k, v in value.items()}
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         exc = event_dict.pop("exc_info", None)
@@ -257,16 +267,13 @@ class Redactor:
             fields = format_exception(exc)
             if fields:
                 event_dict.update(fields)
-        secret = self.is_secret
-        for key, value in event_dict.items():
-            if secret(key):
-                event_dict[key] = REDACTED
-            elif type(value) is dict:
-                for sub in value:
-                    if isinstance(sub, str) and secret(sub):
-                        event_dict[key] = {
-                            k: (REDACTED if isinstance(k, str) and secret(k) else v)
-                            for k, v in value.items()
-                        }
-                        break
+        unknown = event_dict.keys() - self._safe
+        if unknown:
+            for key in unknown:
+                if self.is_secret(key):
+                    event_dict[key] = REDACTED
+        if dict in map(type, event_dict.values()):
+            for key, value in event_dict.items():
+                if type(value) is dict:
+                    event_dict[key] = self._redact_nested(value)
         return event_dict

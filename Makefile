@@ -1,0 +1,50 @@
+# make test: set up .venv (torch first, then the project with every extra) and run all checks.
+# make demo: set up, then run the main job (the probe on 4 ranks as 2 nodes).
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp-install
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+SRC := obs comm
+LINTED := obs comm tests benchmarks examples
+
+.PHONY: setup lint typecheck pytest test demo bench quickstart clean
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "setup: installing $(TORCH_SPEC) first (a CPU wheel here), then obs-comm[torch,flashinfer,dev]"
+	@$(PIP) "$(TORCH_SPEC)" 2>&1 | grep -v "is ignored: it is neither" || true
+	@$(BIN)/python -c "import torch" || { echo "setup: torch failed to install"; exit 1; }
+	@$(PIP) -e ".[torch,flashinfer,dev]" 2>&1 | grep -v "is ignored: it is neither" || true
+	@$(BIN)/python -c "import obs, comm, structlog, orjson, grpc, pytest, flashinfer" \
+		|| { echo "setup: the project failed to install"; exit 1; }
+	@touch $@
+
+setup: $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+demo: setup
+	@rc=0; $(BIN)/python -m comm probe --world-size 4 --nodes 2 || rc=$$?; \
+	if [ $$rc -eq 3 ]; then echo "demo: exit 3 = terminal failure reported on every rank (expected without a GPU)"; \
+	elif [ $$rc -ne 0 ]; then exit $$rc; fi
+
+quickstart: setup
+	$(BIN)/python examples/quickstart.py
+
+bench: setup
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
