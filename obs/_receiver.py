@@ -226,6 +226,12 @@ class _HTTPServer(ThreadingHTTPServer):
                 return
         super().finish_request(request, client_address)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (e.g. timed out during an injected delay) is not an error."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _HTTPHandler(BaseHTTPRequestHandler):
     """OTLP/HTTP: POST /v1/logs in protobuf or JSON; everything else is 404."""
@@ -338,26 +344,32 @@ class OTLPReceiver:
         self._http_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._stopped.set()
+        self._lifecycle = threading.Lock()  # start() and stop() from different threads
 
     # lifecycle
 
     def start(self) -> OTLPReceiver:
         """Bind and serve; a no-op when already running. Returns self."""
-        if not self._stopped.is_set():
-            return self
-        self._stopped = threading.Event()
-        try:
-            if self._grpc_enabled:
-                self._start_grpc()
-            if self._http_enabled:
-                self._start_http()
-        except BaseException:
-            self.stop()
-            raise
+        with self._lifecycle:
+            if not self._stopped.is_set():
+                return self
+            self._stopped = threading.Event()
+            try:
+                if self._grpc_enabled:
+                    self._start_grpc()
+                if self._http_enabled:
+                    self._start_http()
+            except BaseException:
+                self._stop()
+                raise
         return self
 
     def stop(self) -> None:
         """Stop both servers and release their ports at once; stored records are kept."""
+        with self._lifecycle:
+            self._stop()
+
+    def _stop(self) -> None:
         self._stopped.set()
         server, self._grpc_server = self._grpc_server, None
         if server is not None:
@@ -477,7 +489,8 @@ class OTLPReceiver:
 
     @property
     def requests(self) -> dict[str, int]:
-        """Export requests received per transport ("grpc", "http"), rejected ones included."""
+        """Well-formed export requests received per transport ("grpc", "http"), rejected
+        ones included (malformed HTTP bodies answered 400 are not counted)."""
         with self._cond:
             return dict(self._requests)
 
