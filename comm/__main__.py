@@ -1,0 +1,31 @@
+"""``python -m comm probe ...``: run the workspace fallback chain on N local ranks."""
+
+from __future__ import annotations
+
+import sys
+
+_USAGE = """usage: python -m comm probe --world-size N [--nodes M] [--backend auto|mnnvl|trtllm]
+                            [--max-token-num N] [--hidden-dim N] [--dtype bfloat16]
+                            [--otlp-endpoint URL | --embedded-receiver]
+
+  probe   run get_fi_ar_workspace / get_fi_ar_quant_workspace on N ranks and report
+          (exit 0 all initialized, 3 terminal failure, 2 bad usage, 1 probe failed)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to the subcommand; 2 on bad usage."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(_USAGE)
+        return 0 if args else 2
+    if args[0] == "probe":
+        from comm.probe import main as probe_main  # noqa: PLC0415 - keep `import comm` light
+
+        return probe_main(args[1:])
+    sys.stderr.write(f"unknown command {args[0]!r}\n{_USAGE}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

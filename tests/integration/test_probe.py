@@ -1,0 +1,301 @@
+"""Tests for comm.probe: the CLI end to end as a subprocess, and its reporting pieces."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from comm import probe
+from comm.probe import ChainReport, ProbeResult, ProbeSpec, RankReport, format_ranks
+from obs.fallback import Attempt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_probe(*args: str, log_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OBS_", "COMM_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "comm", "probe", *args, "--log-dir", str(log_dir)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=str(ROOT),
+        env=env,
+    )
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("rank  node  chain"))
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line[:1].isdigit():
+            break
+        rows.append([cell for cell in line.split("  ") if cell.strip()])
+    return [[c.strip() for c in row] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """`python -m comm probe --world-size 2 --nodes 2` with the embedded receiver."""
+    return run_probe("--world-size", "2", "--nodes", "2", log_dir=tmp_path_factory.mktemp("n2"))
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """`python -m comm probe --world-size 2 --nodes 1` with the embedded receiver."""
+    return run_probe("--world-size", "2", "--nodes", "1", log_dir=tmp_path_factory.mktemp("n1"))
+
+
+@pytest.mark.integration
+class TestProbeTwoNodes:
+    def test_exit_code_terminal(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
+        """Terminal failure on the ranks (CPU: no CUDA) exits with 3."""
+        assert 3 == two_nodes.returncode, two_nodes.stderr[-3000:]
+        assert "exit 3: terminal failure" in two_nodes.stdout
+
+    def test_table(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
+        """One row per rank and chain: mnnvl no_cuda, trtllm skipped by the node rule."""
+        reason = "mnnvl: no_cuda; trtllm skipped: multi_node"
+        assert [
+            ["0", "0", "fi_ar", "mnnvl", reason, "terminal_failure"],
+            ["0", "0", "fi_ar_quant", "mnnvl", reason, "terminal_failure"],
+            ["1", "1", "fi_ar", "mnnvl", reason, "terminal_failure"],
+            ["1", "1", "fi_ar_quant", "mnnvl", reason, "terminal_failure"],
+        ] == table_rows(two_nodes.stdout)
+
+    def test_progress_lines(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
+        """A progress line per rank as it starts, with its node, on stderr."""
+        err = two_nodes.stderr
+        assert "node 0, local rank 0)" in err
+        assert "node 1, local rank 0)" in err
+        assert err.count(" started (pid ") == 2
+
+    def test_otlp_summary(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
+        """What arrived over OTLP, per event and rank: both ranks' terminal failures."""
+        out = two_nodes.stdout
+        assert (
+            "  workspace_terminal_failure: 4 records, ranks 0-1 (fi_ar: 2, fi_ar_quant: 2), "
+            "severity_number 17"
+        ) in out
+        assert (
+            "  workspace_attempt_failed: 4 records, ranks 0-1 (fi_ar: 2, fi_ar_quant: 2), "
+            "severity_number 13"
+        ) in out
+        # DEBUG attempts are scoped 'local': one per node's first rank, i.e. both here.
+        assert "  workspace_attempt: 4 records, ranks 0-1" in out
+        assert "workspace_fallback" not in out
+        assert "every rank's workspace_terminal_failure arrived over OTLP" in out
+
+    def test_rank_logs_are_json_lines(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
+        """Each rank's console output (JSON lines) and report land in the log dir."""
+        log_dir = Path(next(x for x in two_nodes.stdout.splitlines() if x.startswith("rank logs:"))
+                       .split(": ", 1)[1])  # fmt: skip
+        lines = [json.loads(x) for x in (log_dir / "rank-1.log").read_text().splitlines()
+                 if x.startswith("{")]  # fmt: skip
+        terminal = [x for x in lines if x["event"] == "workspace_terminal_failure"]
+        assert [(1, 1, "fi_ar"), (1, 1, "fi_ar_quant")] == [
+            (x["rank"], x["node_rank"], x["chain"]) for x in terminal
+        ]
+        report = json.loads((log_dir / "rank-1.json").read_text())
+        assert (1, 0, 1) == (report["rank"], report["local_rank"], report["node"])
+
+
+@pytest.mark.integration
+class TestProbeOneNode:
+    def test_fallback_attempted(self, one_node: subprocess.CompletedProcess[str]) -> None:
+        """On one node auto falls back to trtllm, which is tried and reported."""
+        assert 3 == one_node.returncode, one_node.stderr[-3000:]
+        reason = "mnnvl: no_cuda; trtllm: no_cuda"
+        assert [
+            ["0", "0", "fi_ar", "mnnvl, trtllm", reason, "terminal_failure"],
+            ["0", "0", "fi_ar_quant", "mnnvl, trtllm", reason, "terminal_failure"],
+            ["1", "0", "fi_ar", "mnnvl, trtllm", reason, "terminal_failure"],
+            ["1", "0", "fi_ar_quant", "mnnvl, trtllm", reason, "terminal_failure"],
+        ] == table_rows(one_node.stdout)
+
+    def test_otlp_summary(self, one_node: subprocess.CompletedProcess[str]) -> None:
+        """Fallbacks and attempt failures arrive from both ranks; attempts from rank 0."""
+        out = one_node.stdout
+        assert (
+            "  workspace_fallback: 4 records, ranks 0-1 (fi_ar: 2, fi_ar_quant: 2), "
+            "severity_number 13"
+        ) in out
+        assert "  workspace_attempt_failed: 8 records, ranks 0-1" in out
+        assert "  workspace_attempt: 4 records, ranks 0 (fi_ar: 2, fi_ar_quant: 2)" in out
+        assert "  workspace_terminal_failure: 4 records, ranks 0-1" in out
+
+
+class TestUsage:
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["--world-size", "3", "--nodes", "2"], "is not a multiple of --nodes"),
+            (["--world-size", "0"], "0 is not >= 1"),
+            (["--world-size", "2", "--backend", "nvls"], "invalid choice: 'nvls'"),
+            ([], "the following arguments are required: --world-size"),
+            (
+                ["--world-size", "2", "--otlp-endpoint", "http://x:1", "--embedded-receiver"],
+                "not allowed with argument",
+            ),
+            (["--world-size", "2", "--otlp-endpoint", "ftp://x"], "otlp_endpoint='ftp://x'"),
+        ],
+    )
+    def test_bad_usage_exits_2(
+        self, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Bad arguments exit with 2 and say what is wrong, before any rank starts."""
+        assert 2 == probe.main(argv)
+        assert message in capsys.readouterr().err
+
+    def test_module_entry_usage(self) -> None:
+        """`python -m comm` without a command prints usage and exits 2; `--help` exits 0."""
+        bare = subprocess.run([sys.executable, "-m", "comm"], capture_output=True, text=True,
+                              timeout=60, check=False, cwd=str(ROOT))  # fmt: skip
+        assert (2, True) == (bare.returncode, "usage: python -m comm probe" in bare.stdout)
+        bad = subprocess.run([sys.executable, "-m", "comm", "nope"], capture_output=True,
+                             text=True, timeout=60, check=False, cwd=str(ROOT))  # fmt: skip
+        assert (2, True) == (bad.returncode, "unknown command 'nope'" in bad.stderr)
+
+
+def _report(rank: int, *outcomes: str) -> RankReport:
+    chains = tuple(
+        ChainReport(
+            chain,
+            outcome,
+            "trtllm" if outcome == "initialized" else None,
+            False,
+            outcome != "initialized",
+            (Attempt("mnnvl", "no_multicast", "RuntimeError", "m", 1.0),)
+            + ((Attempt("trtllm", None, None, None, 2.0),) if outcome == "initialized" else ()),
+        )
+        for chain, outcome in zip(("fi_ar", "fi_ar_quant"), outcomes, strict=True)
+    )
+    return RankReport(rank, rank, 0, 100 + rank, "gloo", chains, None, 0.1)
+
+
+def _result(reports: dict[int, RankReport], world: int = 2, **kw: Any) -> ProbeResult:
+    return ProbeResult(
+        ProbeSpec(world_size=world), reports, kw.get("missing", ()), "fork", False, 1.0
+    )
+
+
+class TestReporting:
+    def test_exit_codes(self) -> None:
+        """0 all initialized, 3 any terminal failure, 1 a missing rank without one."""
+        ok = {r: _report(r, "initialized", "initialized") for r in (0, 1)}
+        assert 0 == _result(ok).exit_code
+        bad = {0: _report(0, "initialized", "terminal_failure"), 1: ok[1]}
+        assert 3 == _result(bad).exit_code
+        assert 1 == _result({0: ok[0]}, missing=(1,)).exit_code
+        assert 3 == _result({0: _report(0, "config_error", "config_error")}, missing=(1,)).exit_code
+
+    def test_render_table_initialized(self) -> None:
+        """An initialized chain shows the backends tried, the failure and the winner."""
+        table = probe.render_table(_result({0: _report(0, "initialized", "initialized")}, 1))
+        assert [
+            "rank  node  chain        backend tried  reason               outcome",
+            "0     0     fi_ar        mnnvl, trtllm  mnnvl: no_multicast  initialized (trtllm)",
+            "0     0     fi_ar_quant  mnnvl, trtllm  mnnvl: no_multicast  initialized (trtllm)",
+        ] == table.splitlines()
+
+    def test_render_table_missing_rank(self) -> None:
+        """A rank that never reported gets a row saying so."""
+        table = probe.render_table(_result({}, 1, missing=(0,)))
+        assert "no report (crashed or timed out)" in table.splitlines()[1]
+
+    def test_summarize_records(self) -> None:
+        """Typed events get one line each in stage order; other records per logger."""
+
+        def rec(event: str, rank: int, sev: int, **attrs: Any) -> dict[str, Any]:
+            return {"event_name": event, "severity_number": sev,
+                    "attributes": {"event": event, "rank": rank, **attrs}}  # fmt: skip
+
+        records = [
+            rec("workspace_terminal_failure", 3, 17, chain="fi_ar"),
+            rec("workspace_attempt_failed", 0, 13, chain="fi_ar"),
+            rec("workspace_terminal_failure", 2, 17, chain="fi_ar"),
+            rec("workspace_terminal_failure", 0, 17, chain="fi_ar_quant"),
+            rec("some stdlib message 42", 1, 5, logger="root"),
+        ]
+        assert [
+            "workspace_attempt_failed: 1 record, ranks 0 (fi_ar: 1), severity_number 13",
+            "workspace_terminal_failure: 3 records, ranks 0, 2-3 (fi_ar: 2, fi_ar_quant: 1), "
+            "severity_number 17",
+            "other records from logger root: 1 record, ranks 1, severity_number 5",
+        ] == probe.summarize_records(records)
+
+    @pytest.mark.parametrize(
+        ("ranks", "text"),
+        [([], "none"), ([3], "3"), ([0, 1, 2, 3], "0-3"), ([5, 0, 1, 3, 2, 7], "0-3, 5, 7")],
+    )
+    def test_format_ranks(self, ranks: list[int], text: str) -> None:
+        """Rank lists are compressed into ranges."""
+        assert text == format_ranks(ranks)
+
+    def test_rank_env_is_torchrun_style(self) -> None:
+        """Rank 3 of 4 on 2 nodes gets torchrun's variables."""
+        env = probe._rank_env({"world_size": 4, "nodes": 2, "master_port": 1234}, 3)
+        assert {
+            "RANK": "3",
+            "LOCAL_RANK": "1",
+            "WORLD_SIZE": "4",
+            "LOCAL_WORLD_SIZE": "2",
+            "GROUP_RANK": "1",
+            "NODE_RANK": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "1234",
+        } == env
+
+    def test_main_output_to_stream(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """main() prints the table and verdict to its stream and returns the exit code."""
+        fake = _result({r: _report(r, "initialized", "initialized") for r in (0, 1)})
+        monkeypatch.setattr(probe, "launch", lambda spec, on_message=None: fake)
+        out = io.StringIO()
+        assert 0 == probe.main(["--world-size", "2", "--otlp-endpoint", "http://127.0.0.1:9"],
+                               out=out)  # fmt: skip
+        text = out.getvalue()
+        assert "exit 0: every rank initialized both workspaces" in text
+        assert "OTLP records received" not in text  # an external endpoint: no summary
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.integration
+class TestLaunchFailures:
+    def test_timeout_kills_every_rank(self, tmp_path: Path) -> None:
+        """Past the timeout the launcher and ranks are killed; the result says timed out."""
+        log_dir = tmp_path / "timeout"
+        result = probe.launch(ProbeSpec(world_size=2, timeout=1.0, log_dir=str(log_dir)))
+        assert (True, (0, 1), 1) == (result.timed_out, result.missing, result.exit_code)
+        assert [] == _processes_mentioning(str(log_dir))
+
+    def test_rank_error_is_reported(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A rank that fails before the getters (bad obs setting) reports why; exit 1."""
+        monkeypatch.setenv("OBS_LEVEL", "bogus")
+        result = probe.launch(ProbeSpec(world_size=2, log_dir=str(tmp_path), timeout=120))
+        assert () == result.missing
+        errors = [result.reports[r].error or "" for r in (0, 1)]
+        assert all(e.startswith("ConfigError: OBS_LEVEL='bogus' is not valid") for e in errors)
+        assert 1 == result.exit_code
+        assert "error" == probe.render_table(result).splitlines()[1].split()[-1]
