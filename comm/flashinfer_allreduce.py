@@ -71,6 +71,9 @@ Chain = Literal["fi_ar", "fi_ar_quant"]
 DType = Any  # torch.dtype; not imported so that importing comm never imports torch
 ProcessGroup = Any  # torch.distributed.ProcessGroup
 
+#: Events point at the getter's caller (e.g. vLLM's fusion pass), not at this module.
+__obs_callsite_skip__ = True
+
 LOGGER_NAME = "comm.flashinfer_allreduce"
 BACKENDS: tuple[Backend, ...] = ("auto", "mnnvl", "trtllm")
 #: Read in this order; the first one set wins (the vLLM name is honoured for drop-in use).

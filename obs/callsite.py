@@ -1,7 +1,8 @@
 """Caller location: the user's line, not a logging wrapper's.
 
-Walks up the stack past frames of logging machinery (obs, structlog, stdlib logging and
-any prefixes the user adds), caching the skip decision per code object so the walk costs a
+Walks up the stack past frames of logging machinery (obs, structlog, stdlib logging, any
+prefixes the user adds, and modules that set ``__obs_callsite_skip__ = True``, as
+``comm.flashinfer_allreduce`` does so its events point at the getter's caller), caching the skip decision per code object so the walk costs a
 dict lookup per frame. Records that already carry a location (bridged stdlib records,
 whose ``stacklevel`` was applied by ``logging``) keep theirs.
 """
@@ -32,8 +33,11 @@ class AddCallsite:
         code = frame.f_code
         hit = self._skip.get(code)
         if hit is None:
-            name = frame.f_globals.get("__name__") or ""
-            hit = any(name == p or name.startswith(p + ".") for p in self._prefixes)
+            glb = frame.f_globals
+            name = glb.get("__name__") or ""
+            hit = bool(glb.get("__obs_callsite_skip__")) or any(
+                name == p or name.startswith(p + ".") for p in self._prefixes
+            )
             if len(self._skip) < 8192:
                 self._skip[code] = hit
         return hit

@@ -172,8 +172,12 @@ def to_otel_value(obj: object) -> Any:
     Unlike the SDK's own coercion this never logs a warning per call and never returns
     something the protobuf encoder could choke on at export time.
     """
-    if type(obj) in (str, bool, float) or (type(obj) is int and _INT64[0] <= obj <= _INT64[1]):
+    cls = type(obj)
+    if cls is str or cls is bool or (cls is int and _INT64[0] <= obj <= _INT64[1]):  # type: ignore[operator]
         return obj
+    if cls is float:
+        # NaN/inf become "nan"/"inf", as in the JSON line, so both routes carry one value.
+        return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
     try:
         return _walk(obj, 0, set(), otel=True)
     except Exception:
