@@ -15,16 +15,16 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from structlog import DropEvent
 from structlog.typing import EventDict, Processor
 
 from obs.callsite import AddCallsite
-from obs.dedup import Dedup, Deduper, make_key
-from obs.encode import Redactor, safe_repr, to_jsonable
-from obs.rank import RankResolver, add_rank_info
+from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
+from obs.encode import REDACTED, Redactor, safe_repr, to_jsonable
+from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import ConsoleRenderer, JSONRenderer, TimeStamper, strip_control_keys
 from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
@@ -47,7 +47,7 @@ class _Output:
 
     __slots__ = ("_file", "_lock", "_render", "_stream_name", "json")
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, rank: RankInfo) -> None:
         self._stream_name = settings.stream
         stream = getattr(sys, settings.stream)
         fmt = settings.format
@@ -65,8 +65,15 @@ class _Output:
         self._lock = threading.Lock()
         self._file = None
         if settings.file:
-            os.makedirs(os.path.dirname(os.path.abspath(settings.file)), exist_ok=True)
-            self._file = open(settings.file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            path = settings.file.format(
+                rank=rank.rank,
+                local_rank=rank.local_rank,
+                node_rank=rank.node_rank,
+                host=rank.host,
+                pid=os.getpid(),
+            )
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self._file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
 
     def write(self, event_dict: EventDict) -> None:
         line = self._render(event_dict)
@@ -163,7 +170,7 @@ class Runtime:
         if self.sink is not None:
             chain.append(self.sink)
         self.processors: Sequence[Processor] = tuple(chain)
-        self._output = _Output(settings)
+        self._output = _Output(settings, self.resolver.current())
 
     # -- the hot paths ---------------------------------------------------------------
 
@@ -195,31 +202,46 @@ class Runtime:
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
         if "once" in kw:
             del kw["once"]
-        if "stage" in kw:
-            rule = self.policy.rules.get(kw["stage"])
-            if rule is not None and rule.level > level:
-                level = rule.level
-        if level < self.export_level:
-            if scope == "local":
-                if self.resolver.current().local_rank != 0:
-                    return
-            elif scope != "process" and not scope_allows(scope, self.resolver.current()):
-                return
-        context = logger._context  # noqa: SLF001
-        name = logger._name  # noqa: SLF001
-        key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
         deduper = self.deduper
-        if deduper.repeat(key) or not deduper.admit(key, event=event, level=level, logger=name):
+        try:
+            if "stage" in kw:
+                rule = self.policy.rules.get(kw["stage"])
+                if rule is not None and rule.level > level:
+                    level = rule.level
+            if level < self.export_level:
+                if scope == "local":
+                    if self.resolver.current().local_rank != 0:
+                        return
+                elif scope != "process" and not scope_allows(scope, self.resolver.current()):
+                    return
+            context = logger._context  # noqa: SLF001
+            name = logger._name  # noqa: SLF001
+            key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
+            admitted = not deduper.repeat(key) and deduper.admit(
+                key, event=event, level=level, logger=name
+            )
+        except Exception:  # an unhashable stage, once_key or event: never raise into the
+            kw.update(scope=scope, once=True)  # caller; the guarded processor path decides
+            if once_key is not None:  # (and reports what failed, once)
+                kw["once_key"] = once_key
+            self.log(logger, level, method, event, kw)
+            return
+        if not admitted:
             if deduper.summary_due:
                 self.emit_summaries()
             return
+        if admitted == OVERFLOW:
+            kw["dedup_overflow"] = True
         kw["scope"] = scope
         self.log(logger, level, method, event, kw)
 
     def admit_once(
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
-    ) -> bool:
-        """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup."""
+    ) -> bool | Literal["overflow"]:
+        """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup.
+
+        :data:`obs.dedup.OVERFLOW` (truthy) when admitted through the full table's overflow slot.
+        """
         if level < self.export_level and not scope_allows(scope, self.resolver.current()):
             return False
         key = make_key(
@@ -228,8 +250,9 @@ class Runtime:
             event if isinstance(event, str) else safe_repr(event, 200),
             dict(enumerate_args(args)),
         )
-        if self.deduper.admit(key, event=str(event), level=level, logger=name):
-            return True
+        admitted = self.deduper.admit(key, event=str(event), level=level, logger=name)
+        if admitted:
+            return admitted
         if self.deduper.summary_due:
             self.emit_summaries()
         return False
@@ -249,7 +272,9 @@ class Runtime:
             pass
         except Exception as exc:
             self._fallback_write(event_dict, exc)
-        if self.deduper.summary_due or self.deduper.capacity_reached:
+        if (self.deduper.summary_due or self.deduper.capacity_reached) and not getattr(
+            self._guard, "active", False
+        ):  # not while reporting: the nested reports would be dropped after the drain
             self.emit_summaries()
 
     def log_record(self, record: logging.LogRecord, *, export: bool = True) -> None:
@@ -283,7 +308,7 @@ class Runtime:
             if record.exc_info:
                 ed["exc_info"] = record.exc_info
             ed["_obs_level"] = record.levelno
-            ed["_obs_time_ns"] = int(record.created * 1e9)
+            ed["_obs_time_ns"] = round(record.created * 1e6) * 1000  # float s, exact to the us
             if not export:
                 ed["_obs_no_export"] = True
         except Exception as exc:
@@ -329,11 +354,15 @@ class Runtime:
             safe = to_jsonable(
                 {k: v for k, v in event_dict.items() if not str(k).startswith("_obs_")}
             )
+            secret = Redactor().is_secret  # the chain may have failed before redaction
+            safe = {k: (REDACTED if secret(k) else v) for k, v in safe.items()}
             safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
             if isinstance(safe.get("severity_text"), str) is False:
                 safe["severity_text"] = LEVEL_NAMES.get(
                     int(event_dict.get("_obs_level", 20) or 20), "INFO"
                 )
+            if not isinstance(safe.get("timestamp"), str):
+                safe["timestamp"] = TimeStamper()(None, "", {})["timestamp"]
             self._output.write(safe)
         except Exception:
             self.unreported_errors += 1

@@ -37,7 +37,8 @@ ENV_VARS: dict[str, str] = {
     "OBS_LEVEL": "lowest level logged: DEBUG, INFO, WARNING, ERROR, CRITICAL (default INFO)",
     "OBS_FORMAT": "json, console or auto (console on a tty, else json; default auto)",
     "OBS_STREAM": "stderr or stdout (default stderr)",
-    "OBS_FILE": "also append JSON lines to this file (default: none)",
+    "OBS_FILE": "also append JSON lines to this file; {rank}, {local_rank}, {node_rank}, "
+    "{host}, {pid} are filled in per process (default: none)",
     "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
     "OBS_REPEAT_SUMMARY_SECONDS": "period of log_repeats_suppressed summaries, 0 = only at "
     "flush/shutdown (default 60)",
@@ -153,10 +154,10 @@ def _number(kind: Callable[[str], T], *, minimum: float, what: str) -> Callable[
             raise ConfigError(name, raw, what)
         try:
             value = kind(str(raw).strip()) if isinstance(raw, str) else kind(raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # int(inf) is an OverflowError
             raise ConfigError(name, raw, what) from None
-        if not value >= minimum:  # type: ignore[operator]
-            raise ConfigError(name, raw, what)
+        if not value >= minimum or (value != raw and not isinstance(raw, str)):  # type: ignore[operator]
+            raise ConfigError(name, raw, what)  # below the minimum, or int(1.5) truncating
         return value
 
     return parse
@@ -193,6 +194,23 @@ def _pairs(name: str, raw: object) -> dict[str, str]:
             raise ConfigError(name, raw, "comma-separated key=value pairs")
         out[unquote(key.strip())] = unquote(value.strip())
     return out
+
+
+FILE_FIELDS = ("rank", "local_rank", "node_rank", "host", "pid")
+
+
+def _file_template(name: str, raw: object) -> str:
+    """A path, optionally with ``{rank}``-style placeholders (checked now, filled later)."""
+    text = _text(name, raw)
+    try:
+        text.format(**dict.fromkeys(FILE_FIELDS, 0))
+    except (KeyError, IndexError, ValueError):
+        raise ConfigError(
+            name,
+            raw,
+            "a file path; placeholders allowed: " + ", ".join(f"{{{f}}}" for f in FILE_FIELDS),
+        ) from None
+    return text
 
 
 def _url(name: str, raw: object) -> str:
@@ -294,7 +312,7 @@ def load_settings(
         level=r.get("level", parse_level, logging.INFO, "OBS_LEVEL"),
         format=r.get("format", _choice("json", "console", "auto"), "auto", "OBS_FORMAT"),
         stream=r.get("stream", _choice("stderr", "stdout"), "stderr", "OBS_STREAM"),
-        file=r.get("file", _text, None, "OBS_FILE"),
+        file=r.get("file", _file_template, None, "OBS_FILE"),
         dedup_capacity=r.get("dedup_capacity", _POSITIVE_INT, 10_000, "OBS_DEDUP_CAPACITY"),
         repeat_summary_seconds=r.get(
             "repeat_summary_seconds", _NON_NEGATIVE, 60.0, "OBS_REPEAT_SUMMARY_SECONDS"
