@@ -361,6 +361,18 @@ class TestScenarios:
             m.get_fi_ar_workspace(*ARGS)
 
 
+class TestCallsite:
+    def test_events_point_at_the_getters_caller(self, captured: list[dict[str, Any]]) -> None:
+        """Workspace events carry the caller's file and line, not comm's internals."""
+        m, _ = manager({"mnnvl": RuntimeError(MULTICAST)})
+        line = sys._getframe().f_lineno + 1
+        m.get_fi_ar_workspace(*ARGS)
+        assert captured
+        assert {(__file__, line)} == {
+            (e["code.file.path"], e["code.line.number"]) for e in captured
+        }
+
+
 class TestQuantAndReuse:
     def test_quant_reuses_primary(self, captured: list[dict[str, Any]]) -> None:
         """The quant getter reuses the primary workspace when backends match."""
