@@ -18,13 +18,13 @@ exception passed as a field does not keep its frames alive.
 
 from __future__ import annotations
 
-__all__ = ["Dedup", "Deduper", "key_text", "make_key"]
+__all__ = ["OVERFLOW", "Dedup", "Deduper", "key_text", "make_key"]
 
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from structlog.typing import EventDict, WrappedLogger
 
@@ -32,6 +32,9 @@ from obs.encode import safe_repr
 
 Key = tuple[Any, ...]
 OVERFLOW_KEY = "<overflow>"
+#: What :meth:`Deduper.admit` returns for an event let through the shared overflow slot: truthy
+#: (so it is emitted), and the caller marks the event ``dedup_overflow=True``.
+OVERFLOW: Literal["overflow"] = "overflow"
 
 # Fields that are the same for every event of a process or are the key's other parts.
 _NOT_KEY = frozenset(
@@ -201,10 +204,11 @@ class Deduper:
         event: str = "",
         level: int = 0,
         logger: str = "",
-    ) -> bool:
+    ) -> bool | Literal["overflow"]:
         """True when the event must be emitted, False when it is a counted repeat.
 
-        With neither ``every_n`` nor ``every_seconds`` the mode is once.
+        With neither ``every_n`` nor ``every_seconds`` the mode is once. :data:`OVERFLOW`
+        (truthy) when the table is full and the event is emitted through the overflow slot.
         """
         now = self._clock()
         with self._lock:
@@ -247,18 +251,18 @@ class Deduper:
             self.summary_due = True
         return True
 
-    def _admit_overflow(self, now: float) -> bool:
+    def _admit_overflow(self, now: float) -> bool | Literal["overflow"]:
         entry = self._overflow
         if entry is None:
             self._overflow = _Entry(OVERFLOW_KEY, OVERFLOW_KEY, 0, "obs.dedup", now)
             self.capacity_reached = True
-            return True
+            return OVERFLOW
         entry.seen += 1
         entry.last_seen = now
         window = max(self._summary_seconds, 1.0)
         if now - entry.last_emit >= window:
             entry.last_emit = now
-            return True
+            return OVERFLOW
         entry.pending += 1
         if now >= self._next_summary:
             self.summary_due = True
@@ -328,13 +332,16 @@ class Dedup:
         level = int(event_dict.get("_obs_level", 0))
         event = str(event_dict.get("event", ""))
         key = make_key(name, level, event, event_dict, once_key)
-        if self._deduper.admit(
+        admitted = self._deduper.admit(
             key,
             every_n=int(every_n),
             every_seconds=float(every_seconds),
             event=event,
             level=level,
             logger=name,
-        ):
-            return event_dict
-        raise DropEvent
+        )
+        if not admitted:
+            raise DropEvent
+        if admitted == OVERFLOW:
+            event_dict["dedup_overflow"] = True
+        return event_dict

@@ -66,9 +66,11 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
         if raw is None:
             continue
         try:
-            return int(raw.strip())
+            value = int(raw.strip())
         except ValueError:
             continue  # a malformed launcher variable must never break logging
+        if value >= 0:  # a negative rank or size is malformed too
+            return value
     return None
 
 
@@ -99,7 +101,9 @@ _SOURCES: tuple[
         ("OMPI_COMM_WORLD_LOCAL_RANK",),
         ("OMPI_COMM_WORLD_SIZE",),
         ("OMPI_COMM_WORLD_LOCAL_SIZE",),
-        ("OMPI_COMM_WORLD_NODE_RANK",),
+        # Not OMPI_COMM_WORLD_NODE_RANK: that is the rank *on* the node across all jobs, not
+        # the node's index; the index is rank // local size (block mapping, mpirun's default).
+        (),
     ),
 )
 
@@ -201,7 +205,7 @@ class RankResolver:
                 from_env.node_rank,
             )
         else:
-            local_world = from_env.local_world_size if from_env else world
+            local_world = min(from_env.local_world_size, world) if from_env else world
             local_rank = rank % local_world
             node = rank // local_world
         return RankInfo(rank, local_rank, world, local_world, node, host, "torch.distributed")

@@ -70,6 +70,8 @@ def _dumps(event_dict: EventDict) -> bytes:
         out = orjson.dumps(event_dict, default=json_default, option=orjson.OPT_NON_STR_KEYS)
     except Exception:
         out = b""
+    if b"null" in out:  # orjson writes NaN/inf as null: re-encode to keep them as "nan"/"inf"
+        out = b""
     if not out or len(out) > MAX_LINE:
         try:
             out = orjson.dumps(to_jsonable(event_dict), option=orjson.OPT_NON_STR_KEYS)
@@ -127,7 +129,10 @@ _HEAD = frozenset(
         "exception.stacktrace",
     }
 )
-_ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 127: "\\x7f"}
+_ESCAPES = (
+    {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}  # C0, DEL and C1 (NEL)
+    | {10: "\\n", 13: "\\r", 9: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+)
 
 
 def _one_line(text: str) -> str:
@@ -183,7 +188,7 @@ class ConsoleRenderer:
         if extras:
             parts.append(extras)
         if "code.file.path" in ed:
-            parts.append(f"({ed['code.file.path']}:{ed.get('code.line.number')})")
+            parts.append(_one_line(f"({ed['code.file.path']}:{ed.get('code.line.number')})"))
         line = "  ".join(parts)
         trace = ed.get("exception.stacktrace")
         if trace:

@@ -23,6 +23,8 @@ import threading
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from obs.dedup import OVERFLOW
+
 if TYPE_CHECKING:
     from obs._config import Holder
 
@@ -119,8 +121,11 @@ class VllmLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
             admitted = True
         if not admitted:
             return
+        extra = {"scope": scope}
+        if admitted == OVERFLOW:
+            extra["dedup_overflow"] = True
         # stacklevel 3: _once -> *_once -> the caller's line.
-        logger.log(level, msg, *args, stacklevel=3, extra={"scope": scope})
+        logger.log(level, msg, *args, stacklevel=3, extra=extra)
 
     def debug_once(self, msg: object, *args: Any, scope: object = "local") -> None:
         """``debug`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""

@@ -1,0 +1,120 @@
+"""Shared fixtures: every test starts from an unconfigured obs and a clean environment."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import obs
+import obs.testing
+
+#: Launcher variables the rank resolver reads: a CI job running under SLURM or torchrun
+#: must not change what the tests see.
+_LAUNCHER_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "NO_COLOR",
+)
+_LAUNCHER_PREFIXES = ("OBS_", "OTEL_", "SLURM_", "OMPI_")
+
+
+@pytest.fixture(autouse=True)
+def _obs_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Clear obs/OTel/launcher env vars, and reset obs and the root logger after the test."""
+    for name in list(os.environ):
+        if name.startswith(_LAUNCHER_PREFIXES) or name in _LAUNCHER_VARS:
+            monkeypatch.delenv(name)
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        obs.testing.reset()
+        root.setLevel(level)
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+
+
+class FakeSink:
+    """An export-sink stand-in: records the event dicts it receives, control keys included."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.flushed = 0
+        self.closed = 0
+
+    def __call__(self, logger: object, method_name: str, event_dict: dict[str, Any]) -> Any:
+        self.received.append(dict(event_dict))
+        return event_dict
+
+    def force_flush(self, timeout: float) -> bool:
+        self.flushed += 1
+        return True
+
+    def shutdown(self, timeout: float) -> bool:
+        self.closed += 1
+        return True
+
+
+@pytest.fixture
+def fake_sink(monkeypatch: pytest.MonkeyPatch) -> FakeSink:
+    """Make ``obs.configure()`` put a :class:`FakeSink` in the chain as its export sink."""
+    sink = FakeSink()
+    module = types.ModuleType("obs.otel")
+    module.build_export_sink = lambda settings, resolver, report: sink  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "obs.otel", module)
+    return sink
+
+
+def parse_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of ``text`` as one strict JSON object (NaN/Infinity are not JSON)."""
+
+    def reject(constant: str) -> Any:
+        raise ValueError(f"non-JSON constant {constant}")
+
+    out = []
+    for line in text.splitlines():
+        value = json.loads(line, parse_constant=reject)
+        assert isinstance(value, dict)
+        out.append(value)
+    return out
+
+
+@pytest.fixture
+def configure_json(
+    capsys: pytest.CaptureFixture[str],
+) -> Callable[..., Callable[[], list[dict[str, Any]]]]:
+    """``configure_json(**kw)`` configures JSON lines on stderr without OTel export and
+    returns a function that parses (and consumes) what was written to stderr so far."""
+
+    def setup(**overrides: Any) -> Callable[[], list[dict[str, Any]]]:
+        overrides.setdefault("format", "json")
+        overrides.setdefault("sdk_disabled", True)
+        overrides.setdefault("repeat_summary_seconds", 0)
+        obs.configure(**overrides)
+        capsys.readouterr()
+
+        def read() -> list[dict[str, Any]]:
+            return parse_lines(capsys.readouterr().err)
+
+        return read
+
+    return setup
+
+
+@pytest.fixture
+def json_lines() -> Callable[[str], list[dict[str, Any]]]:
+    """The strict JSON-lines parser, for tests that read files or captured output."""
+    return parse_lines

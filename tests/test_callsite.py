@@ -1,0 +1,162 @@
+"""Tests for obs.callsite: every API path reports the caller's own file, line and function."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+import obs
+import obs.stdlib
+from obs.callsite import AddCallsite
+
+Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
+
+
+def _next_line() -> int:
+    """The line number after the caller's current line."""
+    frame = inspect.currentframe()
+    assert frame is not None
+    assert frame.f_back is not None
+    return frame.f_back.f_lineno + 1
+
+
+def _where(record: dict[str, Any]) -> tuple[str, int, str]:
+    return record["code.file.path"], record["code.line.number"], record["code.function.name"]
+
+
+class TestApiPaths:
+    def test_info(self, configure_json: Configure) -> None:
+        """log.info reports the test's line."""
+        read = configure_json()
+        line = _next_line()
+        obs.get_logger("t").info("here")
+        assert (__file__, line, "TestApiPaths.test_info") == _where(read()[0])
+
+    def test_warning_once(self, configure_json: Configure) -> None:
+        """log.warning_once reports the test's line."""
+        read = configure_json()
+        log = obs.get_logger("t")
+        line = _next_line()
+        log.warning_once("here_once")
+        assert (__file__, line, "TestApiPaths.test_warning_once") == _where(read()[0])
+
+    def test_bound_error(self, configure_json: Configure) -> None:
+        """log.bind(...).error reports the test's line."""
+        read = configure_json()
+        line = _next_line()
+        obs.get_logger("t").bind(request="r1").error("bound")
+        assert (__file__, line, "TestApiPaths.test_bound_error") == _where(read()[0])
+
+    def test_exception(self, configure_json: Configure) -> None:
+        """log.exception reports the line of the log call, not the raise."""
+        read = configure_json()
+        try:
+            raise RuntimeError("x")  # noqa: TRY301
+        except RuntimeError:
+            line = _next_line()
+            obs.get_logger("t").exception("failed")
+        assert (__file__, line, "TestApiPaths.test_exception") == _where(read()[0])
+
+    def test_log_with_numeric_level(self, configure_json: Configure) -> None:
+        """log.log(level, ...) with once=True reports the test's line."""
+        read = configure_json()
+        line = _next_line()
+        obs.get_logger("t").log(logging.WARNING, "numeric", once=True)
+        assert (__file__, line) == _where(read()[0])[:2]
+
+    def test_stdlib_init_logger_warning_once(self, configure_json: Configure) -> None:
+        """obs.stdlib.init_logger(...).warning_once reports the test's line."""
+        read = configure_json()
+        logger = obs.stdlib.init_logger("vllm.callsite")
+        line = _next_line()
+        logger.warning_once("compat %s", "x")
+        expected = (__file__, line, "test_stdlib_init_logger_warning_once")
+        assert expected == _where(read()[0])
+
+    def test_stdlib_init_logger_plain_method(self, configure_json: Configure) -> None:
+        """A plain method of the vLLM-style logger (LoggerAdapter) reports the test's line."""
+        read = configure_json()
+        logger = obs.stdlib.init_logger("vllm.callsite")
+        line = _next_line()
+        logger.info("plain %d", 1)
+        assert (__file__, line) == _where(read()[0])[:2]
+
+    def test_plain_stdlib_logger(self, configure_json: Configure) -> None:
+        """A foreign logging.getLogger("vllm.x").warning keeps the line logging found."""
+        read = configure_json()
+        line = _next_line()
+        logging.getLogger("vllm.x").warning("foreign %s", "record")
+        expected = (__file__, line, "test_plain_stdlib_logger")
+        assert expected == _where(read()[0])
+
+    def test_explicit_location_is_kept(self, configure_json: Configure) -> None:
+        """An event that already has code.file.path keeps its own location."""
+        read = configure_json()
+        obs.get_logger("t").info("located", **{"code.file.path": "x.py", "code.line.number": 7})
+        record = read()[0]
+        assert ("x.py", 7) == (record["code.file.path"], record["code.line.number"])
+
+
+class TestAddCallsiteAlone:
+    def _capture_chain(self, processor: AddCallsite) -> tuple[Any, list[dict[str, Any]]]:
+        seen: list[dict[str, Any]] = []
+
+        def keep(_: object, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+            seen.append(dict(event_dict))
+            raise structlog.DropEvent
+
+        logger = structlog.wrap_logger(
+            structlog.PrintLogger(), processors=[processor, keep], context_class=dict
+        )
+        return logger, seen
+
+    def test_in_a_plain_structlog_chain(self) -> None:
+        """In a user's own structlog chain the processor skips structlog's frames."""
+        logger, seen = self._capture_chain(AddCallsite())
+        line = _next_line()
+        logger.info("alone")
+        assert (__file__, line, "TestAddCallsiteAlone.test_in_a_plain_structlog_chain") == _where(
+            seen[0]
+        )
+
+    def test_additional_ignores(self) -> None:
+        """A helper module named in additional_ignores is skipped to reach its caller."""
+        logger, seen = self._capture_chain(AddCallsite(additional_ignores=["myapp.logutil"]))
+        namespace: dict[str, Any] = {"__name__": "myapp.logutil", "logger": logger}
+        exec("def helper():\n    logger.info('via_helper')\n", namespace)
+        line = _next_line()
+        namespace["helper"]()
+        assert (__file__, line) == _where(seen[0])[:2]
+
+    def test_helper_not_ignored_is_reported(self) -> None:
+        """Without the ignore, the helper's own frame is the caller."""
+        logger, seen = self._capture_chain(AddCallsite())
+        namespace: dict[str, Any] = {"__name__": "myapp.logutil", "logger": logger}
+        exec("def helper():\n    logger.info('via_helper')\n", namespace)
+        namespace["helper"]()
+        assert ("<string>", 2, "helper") == _where(seen[0])
+
+    def test_module_opt_out(self) -> None:
+        """A module that sets ``__obs_callsite_skip__ = True`` is skipped like obs itself."""
+        logger, seen = self._capture_chain(AddCallsite())
+        namespace: dict[str, Any] = {
+            "__name__": "myapp.getters",
+            "__obs_callsite_skip__": True,
+            "logger": logger,
+        }
+        exec("def helper():\n    logger.info('via_getter')\n", namespace)
+        line = _next_line()
+        namespace["helper"]()
+        assert (__file__, line) == _where(seen[0])[:2]
+
+    def test_prefix_match_is_by_package(self) -> None:
+        """Only ``obs`` and ``obs.*`` are skipped: a module named ``obsidian`` is not."""
+        logger, seen = self._capture_chain(AddCallsite())
+        namespace: dict[str, Any] = {"__name__": "obsidian", "logger": logger}
+        exec("def helper():\n    logger.info('x')\n", namespace)
+        namespace["helper"]()
+        assert "helper" == seen[0]["code.function.name"]

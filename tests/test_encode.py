@@ -1,0 +1,478 @@
+"""Tests for obs.encode: safe values (tensors, broken reprs, cycles), redaction, exc_info."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import obs
+from obs.encode import (
+    MAX_DEPTH,
+    MAX_ITEMS,
+    MAX_STR,
+    REDACTED,
+    Redactor,
+    format_exception,
+    json_default,
+    safe_repr,
+    to_jsonable,
+    to_otel_value,
+)
+
+Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
+
+
+@pytest.fixture(scope="module")
+def torch() -> Any:
+    """torch, imported when a test needs it (collecting this module stays light)."""
+    import torch as module
+
+    return module
+
+
+class BrokenRepr:
+    """An object whose __repr__ raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr is broken")
+
+
+class NonStrRepr:
+    """An object whose __repr__ returns a non-str."""
+
+    def __repr__(self) -> Any:
+        return 42
+
+
+class BadMapping(Mapping[str, int]):
+    """A mapping whose iteration raises."""
+
+    def __getitem__(self, key: str) -> int:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("no iteration")
+
+    def __len__(self) -> int:
+        return 1
+
+
+class BrokenStrError(Exception):
+    """An exception whose __str__ raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("str is broken")
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+class TestSafeRepr:
+    def test_tensor_is_data_free(self, torch: Any) -> None:
+        """A big tensor is summarised by shape/dtype/device, never its data."""
+        text = safe_repr(torch.zeros(1000, 1000))
+        assert "Tensor(shape=[1000, 1000], dtype=torch.float32, device=cpu)" == text
+
+    def test_parameter_is_data_free(self, torch: Any) -> None:
+        """A torch.nn.Parameter (a Tensor subclass) is summarised too."""
+        text = safe_repr(torch.nn.Parameter(torch.ones(3, 2)))
+        assert "Parameter(shape=[3, 2], dtype=torch.float32, device=cpu)" == text
+
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            (lambda t: t.bfloat16, "torch.bfloat16"),
+            (lambda t: t.device("cpu"), "cpu"),
+            (lambda t: t.Size([2, 3]), "torch.Size([2, 3])"),
+        ],
+    )
+    def test_torch_small_objects(
+        self, value: Callable[[Any], object], expected: str, torch: Any
+    ) -> None:
+        """dtypes, devices and sizes render as their short str."""
+        assert expected == safe_repr(value(torch))
+
+    def test_process_group(self, tmp_path: Path, torch: Any) -> None:
+        """A ProcessGroup renders as its rank and size."""
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+        )
+        try:
+            text = safe_repr(dist.group.WORLD)
+        finally:
+            dist.destroy_process_group()
+        assert "<ProcessGroup rank=0 size=1>" == text
+
+    def test_broken_repr(self) -> None:
+        """A raising __repr__ becomes a placeholder naming the type and the error."""
+        assert "<unrepresentable BrokenRepr object: RuntimeError>" == safe_repr(BrokenRepr())
+
+    def test_non_str_repr(self) -> None:
+        """A __repr__ returning a non-str never raises."""
+        assert "<unrepresentable NonStrRepr object: TypeError>" == safe_repr(NonStrRepr())
+
+    def test_limit(self) -> None:
+        """A long repr is cut at the limit with a note of how much was dropped."""
+        assert "'aaaaaaa...[truncated 94 chars]" == safe_repr("a" * 100, 8)
+
+
+class TestToJsonable:
+    def test_recursive_list(self) -> None:
+        """A list containing itself renders the cycle as "<recursion>"."""
+        value: list[Any] = [1]
+        value.append(value)
+        assert [1, "<recursion>"] == to_jsonable(value)
+
+    def test_recursive_dict(self) -> None:
+        """A dict containing itself renders the cycle as "<recursion>"."""
+        value: dict[str, Any] = {"a": 1}
+        value["self"] = value
+        assert {"a": 1, "self": "<recursion>"} == to_jsonable(value)
+
+    def test_shared_not_recursive(self) -> None:
+        """The same list twice (not a cycle) is rendered twice."""
+        shared = [1]
+        assert [[1], [1]] == to_jsonable([shared, shared])
+
+    def test_non_str_keys(self) -> None:
+        """Keys become strings (ints, tuples, None, objects)."""
+        assert {"1": "a", "(1, 2)": "b", "None": "c"} == to_jsonable(
+            {1: "a", (1, 2): "b", None: "c"}
+        )
+
+    def test_bytes(self) -> None:
+        """bytes decode as UTF-8 with backslash escapes for invalid bytes."""
+        assert ["ok", "\\xff\\xfe"] == to_jsonable([b"ok", b"\xff\xfe"])
+
+    def test_huge_string_is_truncated(self) -> None:
+        """A string over MAX_STR keeps MAX_STR chars and says how many were dropped."""
+        text = to_jsonable("x" * (MAX_STR + 500))
+        assert ("x" * MAX_STR + "...[truncated 500 chars]") == text
+
+    def test_big_int_is_text(self) -> None:
+        """An int beyond int64 becomes its decimal string; int64 stays an int."""
+        assert [str(2**70), 2**63 - 1, -(2**63)] == to_jsonable([2**70, 2**63 - 1, -(2**63)])
+
+    def test_non_finite_floats_are_text(self) -> None:
+        """NaN and +-inf (not JSON) become "nan"/"inf"/"-inf"."""
+        assert ["nan", "inf", "-inf", 1.5] == to_jsonable(
+            [float("nan"), float("inf"), float("-inf"), 1.5]
+        )
+
+    def test_sets_are_sorted_lists(self) -> None:
+        """A set becomes a list in a stable order."""
+        assert [1, 2, 3] == to_jsonable({3, 1, 2})
+
+    def test_tuples_are_lists(self) -> None:
+        """A tuple becomes a list."""
+        assert [1, [2, 3]] == to_jsonable((1, (2, 3)))
+
+    def test_item_limit(self) -> None:
+        """Containers are cut at MAX_ITEMS with a note."""
+        out = to_jsonable(list(range(MAX_ITEMS + 10)))
+        assert (MAX_ITEMS + 1, "... 10 more items") == (len(out), out[-1])
+
+    def test_dict_item_limit(self) -> None:
+        """Mappings are cut at MAX_ITEMS with a "..." entry."""
+        out = to_jsonable({f"k{i}": i for i in range(MAX_ITEMS + 3)})
+        assert (MAX_ITEMS + 1, "3 more items") == (len(out), out["..."])
+
+    def test_depth_limit(self) -> None:
+        """Nesting deeper than MAX_DEPTH is rendered as a repr string."""
+        value: Any = "leaf"
+        for _ in range(MAX_DEPTH + 2):
+            value = [value]
+        out = to_jsonable(value)
+        for _ in range(MAX_DEPTH):
+            out = out[0]
+        assert "[['leaf']]" == out
+
+    def test_exceptions_tensors_objects(self, torch: Any) -> None:
+        """Exceptions, tensors and broken objects become safe strings."""
+        assert [
+            "ValueError: bad",
+            "Tensor(shape=[2], dtype=torch.int64, device=cpu)",
+            "<unrepresentable BrokenRepr object: RuntimeError>",
+        ] == to_jsonable([ValueError("bad"), torch.tensor([1, 2]), BrokenRepr()])
+
+    def test_broken_exception_str(self) -> None:
+        """An exception whose __str__ raises still renders (by its repr)."""
+        assert "BrokenStrError('x')" == to_jsonable(BrokenStrError("x"))
+
+    def test_mapping_that_raises(self) -> None:
+        """A mapping whose iteration raises is rendered by its safe repr."""
+        assert to_jsonable(BadMapping()).startswith("<test_encode.BadMapping object at 0x")
+
+    def test_scalars_pass_through(self) -> None:
+        """str, int, float, bool and None are returned as they are."""
+        assert ["s", 1, 1.5, True, None] == to_jsonable(["s", 1, 1.5, True, None])
+
+
+class TestToOtelValue:
+    def test_scalars_fast_path(self) -> None:
+        """str/bool/float/int64 come back as the same objects."""
+        values = ["s", True, 2.5, 7]
+        assert values == [to_otel_value(v) for v in values]
+
+    def test_nested(self, torch: Any) -> None:
+        """Nested containers become lists and str-keyed dicts, tensors become strings."""
+        assert {"t": "Tensor(shape=[1], dtype=torch.float32, device=cpu)", "l": [1, "2"]} == (
+            to_otel_value({"t": torch.zeros(1), "l": (1, "2")})
+        )
+
+    def test_big_int_and_none(self) -> None:
+        """A big int becomes text; None stays None (the sink drops it)."""
+        assert [str(2**64), None] == to_otel_value([2**64, None])
+
+    @pytest.mark.parametrize(
+        ("value", "expected"), [(float("nan"), "nan"), (float("inf"), "inf"), (-1e400, "-inf")]
+    )
+    def test_non_finite_floats_are_text(self, value: float, expected: str) -> None:
+        """NaN/inf export as the same strings the JSON line shows."""
+        assert expected == to_otel_value(value)
+
+    def test_finite_float_is_kept(self) -> None:
+        """A finite float passes through as the same object."""
+        value = 0.1
+        assert value is to_otel_value(value)
+
+
+class TestJsonDefault:
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            ({2, 1}, [1, 2]),
+            (frozenset({"a"}), ["a"]),
+            (ValueError("v"), "ValueError: v"),
+            (b"\xffx", "\\xffx"),
+            (lambda t: t.float32, "torch.float32"),
+            (BrokenRepr(), "<unrepresentable BrokenRepr object: RuntimeError>"),
+        ],
+    )
+    def test_default_hook(self, value: object, expected: object, torch: Any) -> None:
+        """orjson's default= hook turns what orjson cannot encode into JSON values."""
+        assert expected == json_default(value(torch) if callable(value) else value)
+
+
+class TestFormatException:
+    def test_exc_info_true(self) -> None:
+        """exc_info=True inside an except block describes the exception being handled."""
+        try:
+            _raise(KeyError("missing"))
+        except KeyError:
+            fields = format_exception(True)
+        assert fields is not None
+        assert ("KeyError", "missing") == (fields["exception.type"], fields["exception.message"])
+        assert "in _raise" in fields["exception.stacktrace"]
+        assert fields["exception.stacktrace"].startswith("Traceback (most recent call last):")
+
+    def test_exception_instance(self) -> None:
+        """An exception object gives its own traceback."""
+        try:
+            _raise(ValueError("bad value"))
+        except ValueError as exc:
+            error = exc
+        fields = format_exception(error)
+        assert ("ValueError", "bad value") == (
+            fields["exception.type"],  # type: ignore[index]
+            fields["exception.message"],  # type: ignore[index]
+        )
+
+    def test_three_tuple(self) -> None:
+        """A (type, value, traceback) tuple is accepted."""
+        exc = RuntimeError("t")
+        assert {
+            "exception.type": "RuntimeError",
+            "exception.message": "t",
+            "exception.stacktrace": "RuntimeError: t\n",
+        } == format_exception((RuntimeError, exc, None))
+
+    def test_module_qualified_type(self) -> None:
+        """A non-builtin exception type is named with its module."""
+        fields = format_exception(BrokenStrError("x"))
+        assert "test_encode.BrokenStrError" == fields["exception.type"]  # type: ignore[index]
+
+    def test_multi_arg_message(self) -> None:
+        """An exception with several args has its str() as the message, without the type."""
+        fields = format_exception(OSError(2, "No such file"))
+        assert ("FileNotFoundError", "[Errno 2] No such file") == (
+            fields["exception.type"],  # type: ignore[index]
+            fields["exception.message"],  # type: ignore[index]
+        )
+
+    @pytest.mark.parametrize("value", [None, False, "text", 3, (1, 2, 3)])
+    def test_not_an_exception(self, value: object) -> None:
+        """Values that describe no exception give None."""
+        assert None is format_exception(value)
+
+    def test_true_outside_except(self) -> None:
+        """exc_info=True with no exception being handled gives None."""
+        assert None is format_exception(True)
+
+    def test_broken_str(self) -> None:
+        """An exception whose __str__ raises is still described."""
+        fields = format_exception(BrokenStrError("x"))
+        assert "x" == fields["exception.message"]  # type: ignore[index]
+
+
+class TestRedactor:
+    @pytest.mark.parametrize(
+        "key",
+        [
+            "authorization",
+            "Authorization",
+            "token",
+            "hf_token",
+            "access-token",
+            "password",
+            "db_passwd",
+            "client_secret",
+            "api_key",
+            "X-Api-Key",
+            "apikey",
+            "headers",
+            "otlp_headers",
+            "cookie",
+            "aws_credentials",
+            "private_key",
+            "basic_auth",
+            "bearer",
+        ],
+    )
+    def test_secret_keys_are_redacted(self, key: str) -> None:
+        """Secret-looking field names have their value replaced."""
+        assert {key: REDACTED, "event": "e"} == Redactor()(
+            None, "info", {key: "s3cr3t", "event": "e"}
+        )
+
+    @pytest.mark.parametrize(
+        "key",
+        [
+            "max_token_num",
+            "num_tokens",
+            "token_count",
+            "tokenizer",
+            "tokens",
+            "header_size",
+            "author",
+        ],
+    )
+    def test_similar_keys_stay(self, key: str) -> None:
+        """Names that only contain a secret word elsewhere (max_token_num) are kept."""
+        assert {key: 8192} == Redactor()(None, "info", {key: 8192})
+
+    def test_nested_one_level(self) -> None:
+        """A dict field has its secret-looking keys redacted; the caller's dict is untouched."""
+        config = {"api_key": "k", "model": "llama", "inner": {"password": "p"}}
+        out = Redactor()(None, "info", {"config": config})
+        assert {
+            "config": {"api_key": REDACTED, "model": "llama", "inner": {"password": "p"}}
+        } == out
+        assert "k" == config["api_key"]
+
+    def test_nested_headers_dict(self) -> None:
+        """``headers={...}`` is redacted as a whole."""
+        assert {"headers": REDACTED} == Redactor()(None, "info", {"headers": {"x-team": "a"}})
+
+    def test_extra_parts(self) -> None:
+        """extra_parts adds more secret words."""
+        assert {"session_id": REDACTED} == Redactor(["session"])(None, "info", {"session_id": "x"})
+
+    def test_non_str_nested_keys_are_ignored(self) -> None:
+        """Non-str keys inside a nested dict do not break redaction."""
+        out = Redactor()(None, "info", {"m": {1: "a", "token": "t"}})
+        assert {"m": {1: "a", "token": REDACTED}} == out
+
+    def test_exc_info_becomes_exception_fields(self) -> None:
+        """exc_info is popped and replaced by exception.type/message/stacktrace."""
+        out = Redactor()(None, "error", {"exc_info": ValueError("v")})
+        assert ["exception.message", "exception.stacktrace", "exception.type"] == sorted(out)
+
+    def test_exc_info_false(self) -> None:
+        """exc_info=False adds nothing."""
+        assert {} == Redactor()(None, "error", {"exc_info": False})
+
+    def test_in_the_chain(self, configure_json: Configure) -> None:
+        """Through obs, secrets are redacted in the JSON line and sizes are kept."""
+        read = configure_json()
+        obs.get_logger("t").info(
+            "request",
+            authorization="Bearer abc",
+            api_key="k",
+            max_token_num=2048,
+            num_tokens=7,
+            extra={"headers": {"a": 1}, "secret": "s", "ok": 1},
+        )
+        (record,) = read()
+        assert (
+            REDACTED,
+            REDACTED,
+            2048,
+            7,
+            {"headers": REDACTED, "secret": REDACTED, "ok": 1},
+        ) == (
+            record["authorization"],
+            record["api_key"],
+            record["max_token_num"],
+            record["num_tokens"],
+            record["extra"],
+        )
+
+
+@dataclasses.dataclass
+class Config:
+    """A dataclass field (orjson encodes these natively)."""
+
+    name: str
+    size: int
+
+
+class TestValuesInTheChain:
+    def test_tensor_field(self, configure_json: Configure, torch: Any) -> None:
+        """A real tensor field is written as its data-free summary."""
+        read = configure_json()
+        obs.get_logger("t").info("t", x=torch.ones(512, 512), dtype=torch.float16)
+        (record,) = read()
+        assert ("Tensor(shape=[512, 512], dtype=torch.float32, device=cpu)", "torch.float16") == (
+            record["x"],
+            record["dtype"],
+        )
+
+    def test_odd_values(self, configure_json: Configure) -> None:
+        """Exceptions, broken reprs, bytes, big ints, NaN, cycles and int keys are written."""
+        read = configure_json()
+        cycle: list[Any] = []
+        cycle.append(cycle)
+        obs.get_logger("t").info(
+            "odd",
+            err=ValueError("v"),
+            broken=BrokenRepr(),
+            raw=b"\x00\xff",
+            big=10**30,
+            nan=float("nan"),
+            cycle=cycle,
+            keys={1: "a"},
+        )
+        (record,) = read()
+        assert {
+            "err": "ValueError: v",
+            "broken": "<unrepresentable BrokenRepr object: RuntimeError>",
+            "raw": "\x00\\xff",
+            "big": str(10**30),
+            "nan": "nan",
+            "cycle": ["<recursion>"],
+            "keys": {"1": "a"},
+        } == {k: record[k] for k in ("err", "broken", "raw", "big", "nan", "cycle", "keys")}
+
+    def test_dataclass_field(self, configure_json: Configure) -> None:
+        """A dataclass field is written as an object of its fields (orjson's native form)."""
+        read = configure_json()
+        obs.get_logger("t").info("cfg", cfg=Config("c", 3))
+        assert {"name": "c", "size": 3} == read()[0]["cfg"]

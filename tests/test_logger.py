@@ -1,0 +1,249 @@
+"""Tests for obs._logger.BoundLogger: levels, *_once, bind/unbind/new, reconfiguration."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+import obs
+from obs._config import STATE
+
+Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
+
+
+@pytest.fixture
+def clean_contextvars() -> Iterator[None]:
+    """Clear structlog's contextvars after the test."""
+    yield
+    structlog.contextvars.clear_contextvars()
+
+
+class TestGetLogger:
+    def test_name(self) -> None:
+        """The logger name is the ``logger`` field; no name means "root"."""
+        assert ("eng", "root") == (obs.get_logger("eng").name, obs.get_logger().name)
+
+    def test_initial_values(self, configure_json: Configure) -> None:
+        """get_logger(name, **values) binds those values."""
+        read = configure_json()
+        obs.get_logger("eng", model="llama").info("started")
+        (record,) = read()
+        assert ("eng", "llama") == (record["logger"], record["model"])
+
+    def test_repr(self) -> None:
+        """repr shows the name and context."""
+        assert "<obs.BoundLogger 'eng' context={'a': 1}>" == repr(obs.get_logger("eng", a=1))
+
+
+class TestLevels:
+    @pytest.mark.parametrize(
+        ("method", "text", "number"),
+        [
+            ("debug", "DEBUG", 5),
+            ("info", "INFO", 9),
+            ("warning", "WARNING", 13),
+            ("warn", "WARNING", 13),
+            ("error", "ERROR", 17),
+            ("critical", "CRITICAL", 21),
+            ("fatal", "CRITICAL", 21),
+        ],
+    )
+    def test_methods(self, method: str, text: str, number: int, configure_json: Configure) -> None:
+        """Each method writes at its level."""
+        read = configure_json(level="DEBUG")
+        getattr(obs.get_logger("t"), method)("evt")
+        (record,) = read()
+        assert ("evt", text, number) == (
+            record["event"],
+            record["severity_text"],
+            record["severity_number"],
+        )
+
+    @pytest.mark.parametrize(
+        ("level", "text"),
+        [(5, "Level 5"), (10, "DEBUG"), (25, "Level 25"), (40, "ERROR"), (55, "Level 55")],
+    )
+    def test_log_numeric(self, level: int, text: str, configure_json: Configure) -> None:
+        """log(level, ...) writes at any numeric level at or above the threshold."""
+        read = configure_json(level=1)
+        obs.get_logger("t").log(level, "evt")
+        assert [text] == [r["severity_text"] for r in read()]
+
+    @pytest.mark.parametrize(
+        "call",
+        [
+            lambda log: log.debug("x"),
+            lambda log: log.info("x"),
+            lambda log: log.warning("x"),
+            lambda log: log.debug_once("x"),
+            lambda log: log.info_once("x"),
+            lambda log: log.warning_once("x"),
+            lambda log: log.log(logging.INFO, "x"),
+            lambda log: log.log(logging.WARNING, "x", once=True),
+        ],
+    )
+    def test_below_level_writes_nothing(
+        self, call: Callable[[Any], None], configure_json: Configure
+    ) -> None:
+        """With level ERROR, calls below it write nothing and use no dedup key."""
+        read = configure_json(level="ERROR")
+        call(obs.get_logger("t"))
+        assert ([], 0) == (read(), len(STATE.runtime.deduper))  # type: ignore[union-attr]
+
+    def test_error_once_at_error_level(self, configure_json: Configure) -> None:
+        """error_once passes an ERROR threshold once."""
+        read = configure_json(level="ERROR")
+        log = obs.get_logger("t")
+        log.error_once("x")
+        log.error_once("x")
+        assert ["x"] == [r["event"] for r in read()]
+
+    def test_is_enabled_for(self, configure_json: Configure) -> None:
+        """is_enabled_for follows the configured level."""
+        configure_json(level="WARNING")
+        log = obs.get_logger("t")
+        assert (False, True) == (log.is_enabled_for(logging.INFO), log.is_enabled_for(40))
+
+    def test_exception(self, configure_json: Configure) -> None:
+        """exception() is ERROR with the handled exception's fields."""
+        read = configure_json()
+        try:
+            raise ConnectionError("reset")  # noqa: TRY301
+        except ConnectionError:
+            obs.get_logger("t").exception("lost")
+        (record,) = read()
+        assert ("ERROR", "ConnectionError", "reset") == (
+            record["severity_text"],
+            record["exception.type"],
+            record["exception.message"],
+        )
+
+    def test_exc_info_exception_object(self, configure_json: Configure) -> None:
+        """error(..., exc_info=exc) outside an except block describes exc."""
+        read = configure_json()
+        obs.get_logger("t").error("lost", exc_info=TimeoutError("slow"))
+        (record,) = read()
+        assert ("TimeoutError", "slow") == (record["exception.type"], record["exception.message"])
+
+    def test_body_override(self, configure_json: Configure) -> None:
+        """``body=`` sets the human message; the event name stays."""
+        read = configure_json()
+        obs.get_logger("t").info("engine_started", body="Engine started with 8 GPUs")
+        (record,) = read()
+        assert ("engine_started", "Engine started with 8 GPUs") == (
+            record["event"],
+            record["body"],
+        )
+
+    def test_once_keyword_on_plain_call(self, configure_json: Configure) -> None:
+        """info(..., once=True) and log(level, ..., once=True) dedup like *_once."""
+        read = configure_json()
+        log = obs.get_logger("t")
+        for _ in range(3):
+            log.info("banner", once=True)
+            log.log(logging.WARNING, "numeric_once", once=True)
+        assert ["banner", "numeric_once"] == [r["event"] for r in read()]
+
+    def test_plain_call_default_scope_is_process(
+        self, monkeypatch: pytest.MonkeyPatch, configure_json: Configure
+    ) -> None:
+        """A plain call logs on a non-zero local rank; a *_once call (scope local) does not."""
+        for name, value in {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}.items():
+            monkeypatch.setenv(name, value)
+        read = configure_json()
+        log = obs.get_logger("t")
+        log.warning("plain")
+        log.warning_once("once")
+        assert ["plain"] == [r["event"] for r in read()]
+
+
+class TestContext:
+    def test_bind_adds_fields_and_copies(self, configure_json: Configure) -> None:
+        """bind() returns a new logger with the fields; the original is unchanged."""
+        read = configure_json()
+        log = obs.get_logger("t")
+        bound = log.bind(request_id="r1", user="u")
+        bound.info("with")
+        log.info("without")
+        first, second = read()
+        assert (("r1", "u"), False, True) == (
+            (first["request_id"], first["user"]),
+            "request_id" in second,
+            bound is not log,
+        )
+
+    def test_call_fields_override_bound(self, configure_json: Configure) -> None:
+        """A field passed to the call wins over the bound one."""
+        read = configure_json()
+        obs.get_logger("t").bind(a=1).info("e", a=2)
+        assert 2 == read()[0]["a"]
+
+    def test_unbind(self, configure_json: Configure) -> None:
+        """unbind() drops keys; a missing key raises KeyError, as structlog's."""
+        read = configure_json()
+        log = obs.get_logger("t").bind(a=1, b=2)
+        log.unbind("a").info("e")
+        with pytest.raises(KeyError):
+            log.unbind("missing")
+        (record,) = read()
+        assert (False, 2) == ("a" in record, record["b"])
+
+    def test_try_unbind(self, configure_json: Configure) -> None:
+        """try_unbind() ignores missing keys."""
+        read = configure_json()
+        obs.get_logger("t").bind(a=1).try_unbind("a", "missing").info("e")
+        assert "a" not in read()[0]
+
+    def test_new(self, configure_json: Configure) -> None:
+        """new() replaces the whole context."""
+        read = configure_json()
+        obs.get_logger("t").bind(a=1).new(b=2).info("e")
+        (record,) = read()
+        assert (False, 2) == ("a" in record, record["b"])
+
+    def test_bound_fields_are_part_of_the_once_key(self, configure_json: Configure) -> None:
+        """warning_once from two loggers bound to different values logs twice."""
+        read = configure_json()
+        log = obs.get_logger("t")
+        for req in ("r1", "r2", "r1"):
+            log.bind(request=req).warning_once("slow")
+        assert ["r1", "r2"] == [r["request"] for r in read()]
+
+    def test_contextvars_are_merged(
+        self, configure_json: Configure, clean_contextvars: None
+    ) -> None:
+        """structlog.contextvars values appear in every record."""
+        read = configure_json()
+        structlog.contextvars.bind_contextvars(trace="t-1")
+        obs.get_logger("t").info("e")
+        assert "t-1" == read()[0]["trace"]
+
+
+class TestReconfigure:
+    def test_logger_obtained_earlier_follows(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A second configure() (level and format) reaches a logger obtained before it."""
+        obs.configure(format="json", level="WARNING", sdk_disabled=True)
+        log = obs.get_logger("t")
+        log.info("hidden")
+        obs.configure(format="console", level="INFO", sdk_disabled=True)
+        log.info("shown")
+        err = capsys.readouterr().err
+        assert (1, False, True) == (
+            err.count("\n"),
+            "hidden" in err,
+            "INFO      shown" in err,
+        )
+
+    def test_logger_before_any_configure(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Logging before configure() uses a default runtime; configure() then takes over."""
+        log = obs.get_logger("t")
+        log.info("early")
+        obs.configure(format="json", level="ERROR", sdk_disabled=True)
+        log.info("late_hidden")
+        log.error("late_shown")
+        err = capsys.readouterr().err
+        assert (True, False, True) == ("early" in err, "late_hidden" in err, "late_shown" in err)

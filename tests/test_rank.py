@@ -1,0 +1,288 @@
+"""Tests for obs.rank: launcher env parsing, torch.distributed, caching and refresh."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from obs.rank import RankInfo, RankResolver, add_rank_info, rank_from_env
+
+TORCHRUN = {
+    "RANK": "3",
+    "LOCAL_RANK": "1",
+    "WORLD_SIZE": "4",
+    "LOCAL_WORLD_SIZE": "2",
+    "GROUP_RANK": "1",
+}
+SLURM = {
+    "SLURM_PROCID": "5",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "2",
+    "SLURM_NTASKS": "8",
+    "SLURM_NTASKS_PER_NODE": "2",
+}
+# What mpirun sets for rank 6 of 8 on 2 nodes of 4: NODE_RANK is the rank on the node.
+OPENMPI = {
+    "OMPI_COMM_WORLD_RANK": "6",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+    "OMPI_COMM_WORLD_SIZE": "8",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+    "OMPI_COMM_WORLD_NODE_RANK": "2",
+}
+
+
+class TestRankFromEnv:
+    def test_torchrun(self) -> None:
+        """torchrun's RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK are read."""
+        assert RankInfo(3, 1, 4, 2, 1, "h", "torchrun") == rank_from_env(TORCHRUN, "h")
+
+    def test_torchrun_node_rank_alias(self) -> None:
+        """NODE_RANK is the node index when GROUP_RANK is absent."""
+        env = {**TORCHRUN, "NODE_RANK": "1"}
+        del env["GROUP_RANK"]
+        assert 1 == rank_from_env(env).node_rank  # type: ignore[union-attr]
+
+    def test_torchrun_derives_missing_fields(self) -> None:
+        """RANK with LOCAL_WORLD_SIZE only: local rank and node come from the arithmetic."""
+        env = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4"}
+        assert RankInfo(5, 1, 8, 4, 1, "", "torchrun") == rank_from_env(env)
+
+    def test_slurm(self) -> None:
+        """SLURM_PROCID/LOCALID/NODEID/NTASKS are read."""
+        assert RankInfo(5, 1, 8, 2, 2, "", "slurm") == rank_from_env(SLURM)
+
+    def test_slurm_heterogeneous_tasks_per_node(self) -> None:
+        """SLURM_NTASKS_PER_NODE like '2(x4)' is not a number and never breaks parsing."""
+        env = {**SLURM, "SLURM_NTASKS_PER_NODE": "2(x4)"}
+        info = rank_from_env(env)
+        assert (5, 1, 8, 2) == (info.rank, info.local_rank, info.world_size, info.node_rank)  # type: ignore[union-attr]
+
+    def test_openmpi(self) -> None:
+        """Open MPI vars are read; the node index is rank // local size, not NODE_RANK."""
+        assert RankInfo(6, 2, 8, 4, 1, "", "openmpi") == rank_from_env(OPENMPI)
+
+    def test_openmpi_node_zero(self) -> None:
+        """Rank 2 of node 0 (NODE_RANK=2 as mpirun sets it) is on node 0."""
+        env = {**OPENMPI, "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_NODE_RANK": "2"}
+        assert 0 == rank_from_env(env).node_rank  # type: ignore[union-attr]
+
+    def test_torchrun_wins_over_slurm(self) -> None:
+        """torchrun inside a SLURM allocation: torchrun's RANK is the process's rank."""
+        assert "torchrun" == rank_from_env({**SLURM, **TORCHRUN}).source  # type: ignore[union-attr]
+
+    def test_no_launcher_is_none(self) -> None:
+        """Without launcher variables there is no env rank info."""
+        assert rank_from_env({"PATH": "/bin"}) is None
+
+    @pytest.mark.parametrize("bad", ["three", "", " ", "3.0", "-1", "0x3"])
+    def test_malformed_rank_is_ignored(self, bad: str) -> None:
+        """A malformed RANK is skipped (the next source, here SLURM, answers)."""
+        assert "slurm" == rank_from_env({**SLURM, "RANK": bad}).source  # type: ignore[union-attr]
+
+    def test_malformed_rank_alone_is_single_process(self) -> None:
+        """A malformed RANK with no other source means no env info: a single process."""
+        assert rank_from_env({"RANK": "oops", "WORLD_SIZE": "4"}) is None
+
+    def test_malformed_local_fields_are_derived(self) -> None:
+        """Malformed LOCAL_RANK/WORLD_SIZE/GROUP_RANK fall back to arithmetic, not errors."""
+        env = {
+            "RANK": "3",
+            "LOCAL_RANK": "x",
+            "WORLD_SIZE": "-4",
+            "LOCAL_WORLD_SIZE": "2",
+            "GROUP_RANK": "?",
+        }
+        assert RankInfo(3, 1, 4, 2, 1, "", "torchrun") == rank_from_env(env)
+
+    def test_world_size_smaller_than_rank(self) -> None:
+        """WORLD_SIZE <= RANK is inconsistent; world size becomes rank + 1."""
+        assert 8 == rank_from_env({"RANK": "7", "WORLD_SIZE": "2"}).world_size  # type: ignore[union-attr]
+
+
+class TestRankInfo:
+    def test_single_process_defaults(self) -> None:
+        """The default RankInfo is rank 0 of 1 on node 0."""
+        info = RankInfo()
+        assert (0, 0, 1, 1, 0, "single") == (
+            info.rank,
+            info.local_rank,
+            info.world_size,
+            info.local_world_size,
+            info.node_rank,
+            info.source,
+        )
+
+    def test_fields(self) -> None:
+        """fields() returns the five record fields, as a fresh dict each time."""
+        info = RankInfo(3, 1, 4, 2, 1, "gpu-1", "torchrun")
+        fields = info.fields()
+        fields["rank"] = 99
+        expected = {
+            "rank": 3,
+            "local_rank": 1,
+            "world_size": 4,
+            "node_rank": 1,
+            "host.name": "gpu-1",
+        }
+        assert expected == info.fields()
+
+    def test_first_flags(self) -> None:
+        """is_global_first / is_local_first follow rank and local rank."""
+        flags = [
+            (i.is_global_first, i.is_local_first)
+            for i in (RankInfo(0, 0), RankInfo(2, 0), RankInfo(3, 1))
+        ]
+        assert [(True, True), (False, True), (False, False)] == flags
+
+
+class TestRankResolver:
+    def test_single_process(self) -> None:
+        """No launcher env: rank 0 of 1 with the given host name."""
+        assert RankInfo(host="box") == RankResolver(env={}, host="box").current()
+
+    def test_host_defaults_to_hostname(self) -> None:
+        """Without a host argument the machine's host name is used."""
+        import socket
+
+        assert socket.gethostname() == RankResolver(env={}).current().host
+
+    def test_reads_os_environ_by_default(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With no env mapping the process environment is read."""
+        for name, value in SLURM.items():
+            monkeypatch.setenv(name, value)
+        assert ("slurm", 5) == (RankResolver().current().source, RankResolver().current().rank)
+
+    def test_cached_until_refresh(self) -> None:
+        """current() is cached; refresh() re-reads the env mapping."""
+        env = dict(TORCHRUN)
+        resolver = RankResolver(env=env, host="h")
+        first = resolver.current()
+        env["RANK"] = "2"
+        env["LOCAL_RANK"] = "0"
+        assert (first, 3) == (resolver.current(), resolver.current().rank)
+        assert (2, 0) == (resolver.refresh().rank, resolver.current().local_rank)
+
+    def test_cached_object_is_reused(self) -> None:
+        """A cached answer is the same object (no per-call allocation)."""
+        resolver = RankResolver(env=dict(TORCHRUN))
+        assert resolver.current() is resolver.current()
+
+    def test_fork_recomputes_in_child(self) -> None:
+        """After fork the child recomputes (it may be another rank); the parent keeps its cache."""
+        env = dict(TORCHRUN)
+        resolver = RankResolver(env=env, host="h")
+        resolver.current()
+        env["RANK"] = "1"
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.write(write, str(resolver.current().rank).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        child_rank = int(os.read(read, 16).decode())
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert (1, 3) == (child_rank, resolver.current().rank)
+
+
+def _fake_dist(**attrs: object) -> types.ModuleType:
+    module = types.ModuleType("torch.distributed")
+    module.is_available = lambda: True  # type: ignore[attr-defined]
+    for name, value in attrs.items():
+        setattr(module, name, value)
+    return module
+
+
+class TestBrokenTorchDistributed:
+    def test_get_rank_raising_falls_back_to_env(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An initialized-looking torch.distributed whose get_rank raises: env answers."""
+
+        def boom() -> int:
+            raise RuntimeError("broken")
+
+        fake = _fake_dist(
+            is_initialized=lambda: True,
+            group=types.SimpleNamespace(WORLD=object()),
+            get_rank=boom,
+            get_world_size=lambda: 2,
+        )
+        monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+        assert "torchrun" == RankResolver(env=dict(TORCHRUN)).current().source
+
+    def test_is_initialized_raising_fails_open(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """is_initialized() raising counts as not initialized, never an error."""
+
+        def boom() -> bool:
+            raise RuntimeError("broken")
+
+        monkeypatch.setitem(sys.modules, "torch.distributed", _fake_dist(is_initialized=boom))
+        assert RankInfo(host="h") == RankResolver(env={}, host="h").current()
+
+    def test_unavailable_distributed_is_ignored(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A torch built without distributed support is never asked for a rank."""
+        fake = types.ModuleType("torch.distributed")
+        fake.is_available = lambda: False  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+        assert "torchrun" == RankResolver(env=dict(TORCHRUN)).current().source
+
+
+class TestTorchDistributed:
+    def test_initialized_group_is_preferred_and_re_evaluated(self, tmp_path: Path) -> None:
+        """Before init: env; after init_process_group: torch.distributed; after destroy: env."""
+        import torch.distributed as dist
+
+        resolver = RankResolver(env=dict(TORCHRUN), host="h")
+        before = resolver.current()
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+        )
+        try:
+            during = resolver.current()
+        finally:
+            dist.destroy_process_group()
+        after = resolver.current()
+        assert ("torchrun", 3) == (before.source, before.rank)
+        assert RankInfo(0, 0, 1, 1, 0, "h", "torch.distributed") == during
+        assert ("torchrun", 3) == (after.source, after.rank)
+
+    def test_env_local_fields_kept_when_ranks_agree(self, tmp_path: Path) -> None:
+        """When torch's rank matches the env's, the env's local rank and node are kept."""
+        import torch.distributed as dist
+
+        env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "GROUP_RANK": "0"}
+        resolver = RankResolver(env=env, host="h")
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+        )
+        try:
+            info = resolver.current()
+        finally:
+            dist.destroy_process_group()
+        assert RankInfo(0, 0, 1, 1, 0, "h", "torch.distributed") == info
+
+
+class TestAddRankInfo:
+    def test_adds_fields_and_control_key(self) -> None:
+        """The processor adds the five rank fields and ``_obs_rank``."""
+        resolver = RankResolver(env=dict(TORCHRUN), host="gpu-1")
+        out = add_rank_info(resolver)(None, "info", {"event": "e"})
+        info = out.pop("_obs_rank")
+        expected = {
+            "event": "e",
+            "rank": 3,
+            "local_rank": 1,
+            "world_size": 4,
+            "node_rank": 1,
+            "host.name": "gpu-1",
+        }
+        assert (expected, resolver.current()) == (out, info)
+
+    def test_default_resolver(self) -> None:
+        """Without a resolver the processor reads the process environment."""
+        assert 0 == add_rank_info()(None, "info", {})["rank"]

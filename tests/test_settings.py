@@ -1,0 +1,314 @@
+"""Tests for obs.settings: precedence kwargs > env > defaults, and clear ConfigErrors."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+import obs
+from obs.errors import ConfigError
+from obs.settings import ENV_VARS, Settings, load_settings, parse_level
+
+# field, env var, env text, value parsed from the env text, kwarg, value parsed from the kwarg
+PRECEDENCE: list[tuple[str, str, str, Any, Any, Any]] = [
+    ("level", "OBS_LEVEL", "debug", logging.DEBUG, "ERROR", logging.ERROR),
+    ("format", "OBS_FORMAT", "console", "console", "json", "json"),
+    ("stream", "OBS_STREAM", "stdout", "stdout", "stderr", "stderr"),
+    ("file", "OBS_FILE", "/tmp/a.jsonl", "/tmp/a.jsonl", "/tmp/b.jsonl", "/tmp/b.jsonl"),
+    ("dedup_capacity", "OBS_DEDUP_CAPACITY", "50", 50, 7, 7),
+    ("repeat_summary_seconds", "OBS_REPEAT_SUMMARY_SECONDS", "0", 0.0, 2.5, 2.5),
+    ("export_all_ranks_level", "OBS_EXPORT_ALL_RANKS_LEVEL", "ERROR", 40, "info", 20),
+    ("spool_dir", "OBS_SPOOL_DIR", "/tmp/spool-env", "/tmp/spool-env", "/tmp/kw", "/tmp/kw"),
+    ("spool_max_bytes", "OBS_SPOOL_MAX_BYTES", "1024", 1024, 2048, 2048),
+    ("shutdown_timeout", "OBS_SHUTDOWN_TIMEOUT", "0.5", 0.5, 9, 9.0),
+    ("sdk_disabled", "OTEL_SDK_DISABLED", "true", True, False, False),
+    ("service_name", "OTEL_SERVICE_NAME", "svc-env", "svc-env", "svc-kw", "svc-kw"),
+    (
+        "resource_attributes",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "a=1,b=x%20y",
+        {"a": "1", "b": "x y"},
+        {"k": 2},
+        {"k": "2"},
+    ),
+    ("logs_exporter", "OTEL_LOGS_EXPORTER", "console", "console", "none", "none"),
+    ("otlp_protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "grpc", "http/json", "http/json"),
+    ("otlp_protocol", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "grpc", "grpc", "http/json", "http/json"),
+    ("otlp_headers", "OTEL_EXPORTER_OTLP_HEADERS", "x=1", {"x": "1"}, "y=2", {"y": "2"}),
+    ("otlp_headers", "OTEL_EXPORTER_OTLP_LOGS_HEADERS", "x=1", {"x": "1"}, "y=2", {"y": "2"}),
+    ("otlp_certificate", "OTEL_EXPORTER_OTLP_CERTIFICATE", "/ca.pem", "/ca.pem", "/k", "/k"),
+    ("otlp_certificate", "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE", "/c", "/c", "/k", "/k"),
+    ("otlp_client_key", "OTEL_EXPORTER_OTLP_CLIENT_KEY", "/key", "/key", "/k", "/k"),
+    ("otlp_client_key", "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY", "/key", "/key", "/k", "/k"),
+    ("otlp_client_certificate", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/c", "/c", "/k", "/k"),
+    (
+        "otlp_client_certificate",
+        "OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE",
+        "/c",
+        "/c",
+        "/k",
+        "/k",
+    ),
+    ("otlp_timeout", "OTEL_EXPORTER_OTLP_TIMEOUT", "4", 4.0, 1.5, 1.5),
+    ("otlp_timeout", "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "4", 4.0, 1.5, 1.5),
+    ("otlp_compression", "OTEL_EXPORTER_OTLP_COMPRESSION", "gzip", "gzip", "none", "none"),
+    ("otlp_compression", "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "gzip", "gzip", "none", "none"),
+    ("blrp_schedule_delay_ms", "OTEL_BLRP_SCHEDULE_DELAY", "250", 250.0, 10, 10.0),
+    ("blrp_max_queue_size", "OTEL_BLRP_MAX_QUEUE_SIZE", "64", 64, 8, 8),
+    ("blrp_max_export_batch_size", "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", "32", 32, 4, 4),
+    ("blrp_export_timeout_ms", "OTEL_BLRP_EXPORT_TIMEOUT", "500", 500.0, 100, 100.0),
+]
+
+# env var, bad text, words the message must contain (the accepted values)
+BAD_ENV: list[tuple[str, str, str]] = [
+    ("OBS_LEVEL", "VERBOSE", "CRITICAL, DEBUG, ERROR, INFO, WARNING"),
+    ("OBS_FORMAT", "xml", "json, console, auto"),
+    ("OBS_STREAM", "stdlog", "stderr, stdout"),
+    ("OBS_DEDUP_CAPACITY", "-5", "an integer >= 1"),
+    ("OBS_DEDUP_CAPACITY", "0", "an integer >= 1"),
+    ("OBS_DEDUP_CAPACITY", "ten", "an integer >= 1"),
+    ("OBS_DEDUP_CAPACITY", "1.5", "an integer >= 1"),
+    ("OBS_REPEAT_SUMMARY_SECONDS", "-1", "a number >= 0"),
+    ("OBS_REPEAT_SUMMARY_SECONDS", "soon", "a number >= 0"),
+    ("OBS_EXPORT_ALL_RANKS_LEVEL", "LOUD", "CRITICAL, DEBUG, ERROR, INFO, WARNING"),
+    ("OBS_SPOOL_MAX_BYTES", "0", "an integer >= 1"),
+    ("OBS_SHUTDOWN_TIMEOUT", "0", "a number > 0"),
+    ("OBS_SHUTDOWN_TIMEOUT", "nan", "a number > 0"),
+    ("OTEL_SDK_DISABLED", "maybe", "true or false"),
+    ("OTEL_LOGS_EXPORTER", "zipkin", "otlp, console, none"),
+    ("OTEL_RESOURCE_ATTRIBUTES", "a=1,broken", "comma-separated key=value pairs"),
+    ("OTEL_EXPORTER_OTLP_HEADERS", "=v", "comma-separated key=value pairs"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "an http:// or https:// URL with a host"),
+    ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "ftp://x/", "an http:// or https:// URL with a host"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://", "an http:// or https:// URL with a host"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:99999", "a valid port"),
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift", "grpc, http/protobuf, http/json"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "-3", "a number > 0"),
+    ("OTEL_EXPORTER_OTLP_COMPRESSION", "brotli", "gzip, none"),
+    ("OTEL_BLRP_MAX_QUEUE_SIZE", "many", "an integer >= 1"),
+    ("OTEL_BLRP_SCHEDULE_DELAY", "0", "a number > 0"),
+]
+
+# keyword, bad value, words the message must contain
+BAD_KWARGS: list[tuple[str, Any, str]] = [
+    ("level", "loud", "CRITICAL, DEBUG, ERROR, INFO, WARNING"),
+    ("level", True, "CRITICAL, DEBUG, ERROR, INFO, WARNING"),
+    ("format", "yaml", "json, console, auto"),
+    ("dedup_capacity", -1, "an integer >= 1"),
+    ("dedup_capacity", 0, "an integer >= 1"),
+    ("dedup_capacity", 1.5, "an integer >= 1"),
+    ("dedup_capacity", float("inf"), "an integer >= 1"),
+    ("dedup_capacity", True, "an integer >= 1"),
+    ("dedup_capacity", [3], "an integer >= 1"),
+    ("repeat_summary_seconds", -0.1, "a number >= 0"),
+    ("shutdown_timeout", 0, "a number > 0"),
+    ("otlp_endpoint", "localhost:4318", "an http:// or https:// URL with a host"),
+    ("otlp_headers", "novalue", "comma-separated key=value pairs"),
+    ("file", "   ", "a non-empty string"),
+    ("stdlib_bridge", "sometimes", "true or false"),
+    ("file", "/logs/{nope}.jsonl", "placeholders allowed: {rank}, {local_rank}, {node_rank}"),
+    ("file", "/logs/{rank.jsonl", "placeholders allowed: {rank}"),
+    ("file", "/logs/{0}.jsonl", "placeholders allowed: {rank}"),
+]
+
+
+class TestPrecedence:
+    @pytest.mark.parametrize("row", PRECEDENCE, ids=[f"{r[0]}-{r[1]}" for r in PRECEDENCE])
+    def test_env_beats_default(self, row: tuple[str, str, str, Any, Any, Any]) -> None:
+        """A set environment variable replaces the default."""
+        field, var, env_text, env_value, _, _ = row
+        assert env_value == getattr(load_settings({}, env={var: env_text}), field)
+
+    @pytest.mark.parametrize("row", PRECEDENCE, ids=[f"{r[0]}-{r[1]}" for r in PRECEDENCE])
+    def test_kwarg_beats_env(self, row: tuple[str, str, str, Any, Any, Any]) -> None:
+        """A keyword argument wins over the environment variable."""
+        field, var, env_text, _, kwarg, kw_value = row
+        assert kw_value == getattr(load_settings({field: kwarg}, env={var: env_text}), field)
+
+    @pytest.mark.parametrize(
+        "field", sorted({row[0] for row in PRECEDENCE} - {"service_name", "spool_dir"})
+    )
+    def test_default_without_env(self, field: str) -> None:
+        """With neither kwarg nor env the dataclass default is used."""
+        assert getattr(Settings(), field) == getattr(load_settings({}, env={}), field)
+
+    def test_default_spool_dir_is_per_user_under_tmp(self) -> None:
+        """The default spool dir is $TMPDIR/obs-spool-$UID."""
+        import os
+        import tempfile
+
+        expected = os.path.join(tempfile.gettempdir(), f"obs-spool-{os.getuid()}")
+        assert expected == load_settings({}, env={}).spool_dir
+
+    def test_logs_specific_var_beats_generic(self) -> None:
+        """OTEL_EXPORTER_OTLP_LOGS_* overrides OTEL_EXPORTER_OTLP_* for the same setting."""
+        env = {
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+            "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_HEADERS": "a=1",
+            "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "b=2",
+        }
+        settings = load_settings({}, env=env)
+        assert ("grpc", {"b": "2"}) == (settings.otlp_protocol, settings.otlp_headers)
+
+    def test_empty_env_value_means_unset(self) -> None:
+        """An exported-but-empty variable (OBS_LEVEL=) falls back to the default."""
+        assert logging.INFO == load_settings({}, env={"OBS_LEVEL": "  "}).level
+
+    def test_none_kwarg_means_default(self) -> None:
+        """``level=None`` is the default even when the env says otherwise."""
+        assert logging.INFO == load_settings({"level": None}, env={"OBS_LEVEL": "ERROR"}).level
+
+    def test_configure_reads_os_environ(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """obs.configure() reads the real environment and a kwarg still wins."""
+        monkeypatch.setenv("OBS_LEVEL", "ERROR")
+        monkeypatch.setenv("OBS_DEDUP_CAPACITY", "77")
+        settings = obs.configure(format="json", sdk_disabled=True, dedup_capacity=5)
+        assert (logging.ERROR, 5) == (settings.level, settings.dedup_capacity)
+
+    def test_service_name_from_resource_attributes(self) -> None:
+        """service.name in OTEL_RESOURCE_ATTRIBUTES is the default service name."""
+        env = {"OTEL_RESOURCE_ATTRIBUTES": "service.name=vllm,team=infra"}
+        assert "vllm" == load_settings({}, env=env).service_name
+
+    def test_service_name_var_beats_resource_attribute(self) -> None:
+        """OTEL_SERVICE_NAME wins over service.name in OTEL_RESOURCE_ATTRIBUTES (OTel spec)."""
+        env = {"OTEL_RESOURCE_ATTRIBUTES": "service.name=vllm", "OTEL_SERVICE_NAME": "engine"}
+        assert "engine" == load_settings({}, env=env).service_name
+
+    def test_default_service_name_names_the_program(self) -> None:
+        """Without any service name the default is unknown_service[:program]."""
+        assert load_settings({}, env={}).service_name.startswith("unknown_service")
+
+    def test_every_env_var_is_documented(self) -> None:
+        """Every variable the precedence table exercises is listed in ENV_VARS."""
+        assert set() == {row[1] for row in PRECEDENCE} - set(ENV_VARS)
+
+
+class TestFileTemplate:
+    def test_placeholders_are_kept_for_later(self) -> None:
+        """OBS_FILE with {rank}/{local_rank}/{node_rank}/{host}/{pid} is accepted unfilled."""
+        template = "/logs/{host}/n{node_rank}-r{rank}-l{local_rank}-{pid}.jsonl"
+        assert template == load_settings({}, env={"OBS_FILE": template}).file
+
+    def test_bad_placeholder_in_env(self) -> None:
+        """An unknown placeholder in OBS_FILE is a ConfigError naming OBS_FILE."""
+        with pytest.raises(ConfigError) as info:
+            load_settings({}, env={"OBS_FILE": "/logs/{gpu}.jsonl"})
+        assert ("OBS_FILE", True) == (info.value.variable, "{pid}" in str(info.value))
+
+
+class TestLevels:
+    @pytest.mark.parametrize(
+        ("raw", "expected"),
+        [("debug", 10), ("Info", 20), ("WARN", 30), ("warning", 30), ("15", 15), (40, 40)],
+    )
+    def test_parse_level(self, raw: object, expected: int) -> None:
+        """Level names in any case, WARN, digit strings and ints are accepted."""
+        assert expected == parse_level("OBS_LEVEL", raw)
+
+
+class TestErrors:
+    @pytest.mark.parametrize(("var", "bad", "accepted"), BAD_ENV)
+    def test_bad_env_value(self, var: str, bad: str, accepted: str) -> None:
+        """A bad env value raises ConfigError naming the variable and the accepted values."""
+        with pytest.raises(ConfigError) as info:
+            load_settings({}, env={var: bad})
+        assert (var, bad) == (info.value.variable, info.value.value)
+        assert str(info.value).startswith(f"{var}={bad!r} is not valid")
+        assert accepted in str(info.value)
+
+    @pytest.mark.parametrize(("field", "bad", "accepted"), BAD_KWARGS)
+    def test_bad_kwarg_value(self, field: str, bad: Any, accepted: str) -> None:
+        """A bad keyword value raises ConfigError naming the keyword and the accepted values."""
+        with pytest.raises(ConfigError) as info:
+            load_settings({field: bad}, env={})
+        assert field == info.value.variable
+        assert accepted in str(info.value)
+
+    def test_unknown_kwarg(self) -> None:
+        """An unknown keyword raises ConfigError listing the Settings fields."""
+        with pytest.raises(ConfigError) as info:
+            load_settings({"levle": "INFO"}, env={})
+        assert "levle" == info.value.variable
+        assert "a Settings field: " in str(info.value)
+        assert "level" in str(info.value).split("a Settings field: ")[1].split(", ")
+
+    def test_config_error_is_a_value_error(self) -> None:
+        """ConfigError subclasses ValueError, so generic handlers still catch it."""
+        assert issubclass(obs.ConfigError, ValueError)
+
+    def test_configure_raises_at_configure_time(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """obs.configure() raises the ConfigError itself, and nothing is swapped in."""
+        monkeypatch.setenv("OBS_DEDUP_CAPACITY", "-1")
+        with pytest.raises(obs.ConfigError) as info:
+            obs.configure()
+        assert "OBS_DEDUP_CAPACITY" == info.value.variable
+        from obs._config import STATE
+
+        assert STATE.runtime is None
+
+
+class TestEndpoints:
+    def test_http_endpoint_gets_v1_logs(self) -> None:
+        """OTEL_EXPORTER_OTLP_ENDPOINT over HTTP gets /v1/logs appended (once, no //)."""
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}
+        assert "http://collector:4318/v1/logs" == load_settings({}, env=env).otlp_logs_url
+
+    def test_http_endpoint_with_path_prefix(self) -> None:
+        """A base URL with a path keeps it before /v1/logs."""
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://gw.example/otlp"}
+        assert "https://gw.example/otlp/v1/logs" == load_settings({}, env=env).otlp_logs_url
+
+    def test_logs_endpoint_used_as_is(self) -> None:
+        """OTEL_EXPORTER_OTLP_LOGS_ENDPOINT is the logs URL exactly as given."""
+        env = {
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://c:4318/custom/logs",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://other:4318",
+        }
+        assert "http://c:4318/custom/logs" == load_settings({}, env=env).otlp_logs_url
+
+    def test_grpc_endpoint_used_as_is(self) -> None:
+        """With protocol grpc the base endpoint is not given a path."""
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        }
+        assert "http://collector:4317" == load_settings({}, env=env).otlp_logs_url
+
+    def test_kwarg_endpoint_is_a_base_url(self) -> None:
+        """An ``otlp_endpoint=`` kwarg is a base URL (gets /v1/logs) and beats the env."""
+        env = {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://env:4318/v1/logs"}
+        settings = load_settings({"otlp_endpoint": "http://kw:4318"}, env=env)
+        assert "http://kw:4318/v1/logs" == settings.otlp_logs_url
+
+    def test_kwarg_endpoint_can_be_logs_specific(self) -> None:
+        """``otlp_endpoint_is_logs=True`` makes the kwarg endpoint the logs URL as is."""
+        settings = load_settings(
+            {"otlp_endpoint": "http://kw:4318/in", "otlp_endpoint_is_logs": True}, env={}
+        )
+        assert "http://kw:4318/in" == settings.otlp_logs_url
+
+    def test_no_endpoint_no_exporter_means_none(self) -> None:
+        """No endpoint and no OTEL_LOGS_EXPORTER: logs_exporter is "none", no URL."""
+        settings = load_settings({}, env={})
+        assert ("none", None) == (settings.logs_exporter, settings.otlp_logs_url)
+
+    def test_endpoint_defaults_exporter_to_otlp(self) -> None:
+        """An endpoint alone turns the OTLP exporter on."""
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
+        assert "otlp" == load_settings({}, env=env).logs_exporter
+
+    def test_explicit_exporter_none_beats_endpoint(self) -> None:
+        """OTEL_LOGS_EXPORTER=none keeps export off even with an endpoint."""
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_LOGS_EXPORTER": "none"}
+        assert "none" == load_settings({}, env=env).logs_exporter
+
+    def test_headers_are_url_decoded(self) -> None:
+        """Header values are URL-decoded as the OTel spec says (``Bearer%20x``)."""
+        env = {"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20abc, x-team = infra"}
+        assert {"authorization": "Bearer abc", "x-team": "infra"} == load_settings(
+            {}, env=env
+        ).otlp_headers

@@ -1,0 +1,374 @@
+"""Tests for obs.stdlib: the root-logger bridge and the vLLM-compatible init_logger."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import obs
+import obs.testing
+from obs._config import STATE
+from obs.stdlib import ObsHandler, VllmLogger, init_logger
+
+Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
+
+
+def _set_rank(monkeypatch: pytest.MonkeyPatch, rank: int, local_rank: int) -> None:
+    """Look like rank ``rank`` of a torchrun job of 2 nodes x 2 (and refresh the resolver)."""
+    env = {"RANK": rank, "LOCAL_RANK": local_rank, "WORLD_SIZE": 4, "LOCAL_WORLD_SIZE": 2}
+    env["GROUP_RANK"] = rank // 2
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(value))
+    if STATE.runtime is not None:
+        STATE.runtime.resolver.refresh()
+
+
+def _obs_handlers() -> list[logging.Handler]:
+    return [h for h in logging.getLogger().handlers if isinstance(h, ObsHandler)]
+
+
+class TestBridge:
+    @pytest.mark.parametrize("name", ["vllm.engine", "flashinfer.comm", "transformers.x"])
+    def test_foreign_records_in_json_with_rank(
+        self, name: str, monkeypatch: pytest.MonkeyPatch, configure_json: Configure
+    ) -> None:
+        """A plain logging record comes out as a JSON line with rank fields and the body."""
+        _set_rank(monkeypatch, 3, 1)
+        read = configure_json()
+        logging.getLogger(name).warning("backend %s failed after %d tries", "mnnvl", 3)
+        (record,) = read()
+        assert {
+            "event": "backend %s failed after %d tries",
+            "body": "backend mnnvl failed after 3 tries",
+            "logger": name,
+            "severity_text": "WARNING",
+            "severity_number": 13,
+            "rank": 3,
+            "local_rank": 1,
+            "world_size": 4,
+            "node_rank": 1,
+        } == {
+            k: record[k]
+            for k in (
+                *("event", "body", "logger", "severity_text", "severity_number"),
+                *("rank", "local_rank", "world_size", "node_rank"),
+            )
+        }
+
+    def test_extra_fields_and_event_attribute(self, configure_json: Configure) -> None:
+        """``extra=`` fields become record fields; extra event= names the event."""
+        read = configure_json()
+        logging.getLogger("vllm").info("loaded", extra={"event": "model_loaded", "gb": 14})
+        (record,) = read()
+        assert ("model_loaded", "loaded", 14) == (record["event"], record["body"], record["gb"])
+
+    def test_record_time_is_kept(self, configure_json: Configure) -> None:
+        """The JSON timestamp is the LogRecord's creation time."""
+        read = configure_json()
+        record = logging.LogRecord("vllm", logging.INFO, __file__, 1, "timed", (), None)
+        record.created = 1_700_000_000.25
+        _obs_handlers()[0].handle(record)
+        assert "2023-11-14T22:13:20.250000Z" == read()[0]["timestamp"]
+
+    def test_bad_format_args_never_raise(self, configure_json: Configure) -> None:
+        """A record whose %-formatting fails is written with a note, not a traceback."""
+        read = configure_json()
+        record = logging.LogRecord(
+            "vllm", logging.WARNING, __file__, 1, "expected %d", ("not a number",), None
+        )
+        _obs_handlers()[0].handle(record)  # pytest's own handler would raise on it
+        (record,) = read()
+        assert "'expected %d' % ('not a number',) (formatting failed: TypeError)" == record["body"]
+
+    def test_non_str_msg(self, configure_json: Configure) -> None:
+        """logging.warning(an_exception) uses its repr as event and str as body."""
+        read = configure_json()
+        logging.getLogger("vllm").warning(ValueError("v"))
+        (record,) = read()
+        assert ("ValueError('v')", "v") == (record["event"], record["body"])
+
+    def test_exc_info(self, configure_json: Configure) -> None:
+        """logger.exception(...) gives exception.type/message/stacktrace."""
+        read = configure_json()
+        try:
+            raise RuntimeError("cuda oom")  # noqa: TRY301
+        except RuntimeError:
+            logging.getLogger("vllm.worker").exception("step failed")
+        (record,) = read()
+        assert ("RuntimeError", "cuda oom", "ERROR") == (
+            record["exception.type"],
+            record["exception.message"],
+            record["severity_text"],
+        )
+
+    def test_root_level_follows_settings(self, configure_json: Configure) -> None:
+        """The root logger level is the obs level: DEBUG records pass only with DEBUG."""
+        read = configure_json(level="INFO")
+        logging.getLogger("vllm").debug("hidden")
+        hidden = read()
+        obs.configure(format="json", sdk_disabled=True, level="DEBUG")
+        logging.getLogger("vllm").debug("shown")
+        assert ([], ["shown"]) == (hidden, [r["event"] for r in read()])
+
+    def test_reconfigure_keeps_one_handler(self, configure_json: Configure) -> None:
+        """configure() twice leaves exactly one ObsHandler: each record is written once."""
+        read = configure_json()
+        obs.configure(format="json", sdk_disabled=True)
+        logging.getLogger("vllm").warning("once_only")
+        assert (1, ["once_only"]) == (len(_obs_handlers()), [r["event"] for r in read()])
+
+    def test_bridge_off(self, configure_json: Configure) -> None:
+        """stdlib_bridge=False installs no handler."""
+        configure_json(stdlib_bridge=False)
+        assert [] == _obs_handlers()
+
+    def test_reset_removes_the_handler(self, configure_json: Configure) -> None:
+        """obs.testing.reset() takes the handler off the root logger."""
+        configure_json()
+        obs.testing.reset()
+        assert [] == _obs_handlers()
+
+    def test_stdlib_scope_extra(
+        self, monkeypatch: pytest.MonkeyPatch, configure_json: Configure
+    ) -> None:
+        """A foreign record with extra={"scope": "global"} is hidden on rank 1."""
+        _set_rank(monkeypatch, 1, 1)
+        read = configure_json()
+        logging.getLogger("vllm").warning("rank0_only", extra={"scope": "global"})
+        logging.getLogger("vllm").warning("everyone")
+        assert ["everyone"] == [r["event"] for r in read()]
+
+    def test_repeats_of_foreign_once_records(self, configure_json: Configure) -> None:
+        """extra={"once": True} on a plain logger dedups and summarises."""
+        read = configure_json()
+        for _ in range(3):
+            logging.getLogger("vllm").warning("noisy", extra={"once": True})
+        obs.flush()
+        assert [("noisy", None), ("log_repeats_suppressed", 2)] == [
+            (r["event"], r.get("suppressed_count")) for r in read()
+        ]
+
+
+class TestReentrancy:
+    def test_record_logged_inside_the_chain_does_not_loop(self, configure_json: Configure) -> None:
+        """A processor that logs to stdlib while handling a record: no loop, counted."""
+        read = configure_json()
+        runtime = STATE.runtime
+        assert runtime is not None
+
+        def chatty(logger: object, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+            logging.getLogger("vllm.inner").warning("from inside the chain")
+            return event_dict
+
+        runtime.processors = (chatty, *runtime.processors)
+        logging.getLogger("vllm").warning("outer")
+        handler = _obs_handlers()[0]
+        assert (["outer"], 1) == ([r["event"] for r in read()], handler.reentrant_drops)
+
+    def test_handler_without_runtime_failure_is_counted(self) -> None:
+        """A runtime that raises inside the handler is counted, never raised."""
+
+        class Broken:
+            runtime = None
+
+            def ensure(self) -> Any:
+                raise RuntimeError("no runtime")
+
+        handler = ObsHandler(Broken())  # type: ignore[arg-type]
+        handler.emit(logging.LogRecord("x", logging.INFO, __file__, 1, "m", (), None))
+        assert 1 == handler.reentrant_drops
+
+
+class TestNoExport:
+    @pytest.mark.parametrize(
+        ("name", "no_export"),
+        [
+            ("opentelemetry.sdk._logs", True),
+            ("opentelemetry", True),
+            ("grpc._channel", True),
+            ("urllib3.connectionpool", True),
+            ("vllm.engine", False),
+            ("opentelemetry_like", True),
+        ],
+    )
+    def test_sdk_records_are_not_exported(
+        self, name: str, no_export: bool, fake_sink: Any, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Records of the OTel SDK's (and its transports') loggers carry _obs_no_export."""
+        obs.configure(format="json")
+        logging.getLogger(name).warning("export failed")
+        (received,) = fake_sink.received
+        assert no_export == received.get("_obs_no_export", False)
+        assert "export failed" in capsys.readouterr().err
+
+    def test_log_record_export_flag(self, fake_sink: Any) -> None:
+        """Runtime.log_record(export=False) marks the record; export=True does not."""
+        obs.configure(format="json")
+        runtime = STATE.runtime
+        assert runtime is not None
+        record = logging.LogRecord("any", logging.WARNING, __file__, 1, "m", (), None)
+        runtime.log_record(record, export=False)
+        runtime.log_record(record, export=True)
+        assert [True, False] == [e.get("_obs_no_export", False) for e in fake_sink.received]
+
+
+class TestInitLogger:
+    def test_is_a_logger_adapter(self) -> None:
+        """init_logger returns a LoggerAdapter over logging.getLogger(name)."""
+        logger = init_logger("vllm.compat")
+        assert (True, True, "vllm.compat") == (
+            isinstance(logger, logging.LoggerAdapter),
+            logger.logger is logging.getLogger("vllm.compat"),
+            logger.name,
+        )
+
+    def test_delegates_to_the_logger(self) -> None:
+        """Logger attributes (setLevel, isEnabledFor, handlers) are the wrapped logger's."""
+        logger = init_logger("vllm.compat.delegate")
+        logger.setLevel(logging.ERROR)
+        try:
+            assert (False, True, []) == (
+                logger.isEnabledFor(logging.WARNING),
+                logger.isEnabledFor(logging.ERROR),
+                logger.handlers,
+            )
+        finally:
+            logging.getLogger("vllm.compat.delegate").setLevel(logging.NOTSET)
+
+    def test_200_keys_then_first_again(self, configure_json: Configure) -> None:
+        """200 distinct keys then the first again: the first is not re-logged (no eviction)."""
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        for i in range(200):
+            logger.warning_once("key %d", i)
+        logger.warning_once("key %d", 0)
+        records = read()
+        assert (200, "key 0", "key 199") == (
+            len(records),
+            records[0]["body"],
+            records[-1]["body"],
+        )
+
+    def test_unhashable_arg(self, configure_json: Configure) -> None:
+        """warning_once("x %s", [1]) twice: no TypeError, one line."""
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        logger.warning_once("shape %s", [1, 2])
+        logger.warning_once("shape %s", [1, 2])
+        logger.warning_once("shape %s", {"dims": [3]})
+        assert ["shape [1, 2]", "shape {'dims': [3]}"] == [r["body"] for r in read()]
+
+    def test_distinct_args_are_distinct_keys(self, configure_json: Configure) -> None:
+        """1, 1.0 and True as args are different keys (vLLM's lru_cache merges them)."""
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        for arg in (1, 1.0, True):
+            logger.info_once("value %s", arg)
+        assert ["value 1", "value 1.0", "value True"] == [r["body"] for r in read()]
+
+    def test_caller_line(self, configure_json: Configure) -> None:
+        """The reported line is the caller's."""
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        frame = inspect.currentframe()
+        assert frame is not None
+        line = frame.f_lineno + 1
+        logger.error_once("failed %s", "x")
+        (record,) = read()
+        assert (__file__, line) == (record["code.file.path"], record["code.line.number"])
+
+    @pytest.mark.parametrize(
+        ("scope", "visible_on"),
+        [
+            ("global", [0]),
+            ("local", [0, 2]),
+            ("process", [0, 1, 2, 3]),
+            ([1, 2], [1, 2]),
+        ],
+    )
+    def test_scope_honoured(
+        self,
+        scope: object,
+        visible_on: list[int],
+        monkeypatch: pytest.MonkeyPatch,
+        configure_json: Configure,
+    ) -> None:
+        """warning_once(..., scope=) logs only on the ranks the scope selects."""
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        for rank in range(4):
+            _set_rank(monkeypatch, rank, rank % 2)
+            logger.warning_once("scoped on %d", rank, scope=scope)
+        assert visible_on == [r["rank"] for r in read()]
+
+    def test_default_scope_is_local(
+        self, monkeypatch: pytest.MonkeyPatch, configure_json: Configure
+    ) -> None:
+        """Without scope= the once methods log on local rank 0 only, as vLLM's."""
+        _set_rank(monkeypatch, 3, 1)
+        read = configure_json()
+        init_logger("vllm.compat").warning_once("local default")
+        assert [] == read()
+
+    def test_hidden_rank_does_not_use_the_key(
+        self, monkeypatch: pytest.MonkeyPatch, configure_json: Configure
+    ) -> None:
+        """A call hidden by scope leaves the key free for a later visible call."""
+        _set_rank(monkeypatch, 1, 1)
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        logger.warning_once("late", scope="global")
+        _set_rank(monkeypatch, 0, 0)
+        logger.warning_once("late", scope="global")
+        assert ["late"] == [r["body"] for r in read()]
+
+    def test_repeats_summarised(self, configure_json: Configure) -> None:
+        """Repeats of a once call are counted in the flush summary."""
+        read = configure_json()
+        logger = init_logger("vllm.compat")
+        for _ in range(4):
+            logger.warning_once("deprecated %s", "--flag")
+        read()
+        obs.flush()
+        (summary,) = read()
+        assert ("log_repeats_suppressed", "deprecated %s", 3, "vllm.compat") == (
+            summary["event"],
+            summary["original_event"],
+            summary["suppressed_count"],
+            summary["logger"],
+        )
+
+    def test_below_level_is_not_keyed(self, configure_json: Configure) -> None:
+        """A once call below the logger's level neither logs nor uses a key."""
+        read = configure_json()
+        logger = init_logger("vllm.compat.quiet")
+        logging.getLogger("vllm.compat.quiet").setLevel(logging.ERROR)
+        try:
+            logger.warning_once("quiet")
+        finally:
+            logging.getLogger("vllm.compat.quiet").setLevel(logging.NOTSET)
+        logger.warning_once("quiet")
+        assert ["quiet"] == [r["body"] for r in read()]
+
+    def test_debug_once(self, configure_json: Configure) -> None:
+        """debug_once logs once at DEBUG when the level allows it."""
+        read = configure_json(level="DEBUG")
+        logger = init_logger("vllm.compat")
+        logger.debug_once("d")
+        logger.debug_once("d")
+        assert [("d", "DEBUG")] == [(r["body"], r["severity_text"]) for r in read()]
+
+    def test_works_before_configure(self, caplog: pytest.LogCaptureFixture) -> None:
+        """Without configure() a once call still dedups; the record goes to stdlib handlers."""
+        logger = init_logger("vllm.compat.unconfigured")
+        logger.warning_once("early")
+        logger.warning_once("early")
+        assert ["early"] == [r.getMessage() for r in caplog.records]
+
+    def test_is_vllm_logger(self) -> None:
+        """init_logger returns obs' VllmLogger."""
+        assert isinstance(init_logger("x"), VllmLogger)
