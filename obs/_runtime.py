@@ -200,8 +200,7 @@ class Runtime:
         """``*_once``: scope then dedup decided before any dict is built (the repeat path)."""
         scope = kw.pop("scope", "local")
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
-        if "once" in kw:
-            del kw["once"]
+        kw.pop("once", None)
         deduper = self.deduper
         try:
             if "stage" in kw:
@@ -214,8 +213,8 @@ class Runtime:
                         return
                 elif scope != "process" and not scope_allows(scope, self.resolver.current()):
                     return
-            context = logger._context  # noqa: SLF001
-            name = logger._name  # noqa: SLF001
+            context = logger._context
+            name = logger._name
             key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
             admitted = not deduper.repeat(key) and deduper.admit(
                 key, event=event, level=level, logger=name
@@ -265,7 +264,7 @@ class Runtime:
             if self.captures:
                 snapshot = dict(strip_control_keys(dict(event_dict)))
                 for sink in self.captures:
-                    sink.append(snapshot)
+                    sink.append(dict(snapshot))
             if event_dict.get("_obs_console", True):
                 self._output.write(strip_control_keys(event_dict))
         except DropEvent:
@@ -385,7 +384,7 @@ class Runtime:
                 "obs_dedup_capacity_reached",
                 logging.WARNING,
                 capacity=deduper.capacity,
-                body=f"dedup table full ({deduper.capacity} keys): new keys share one throttled slot",
+                body=f"dedup table full ({deduper.capacity} keys): new keys share a throttled slot",
             )
         for summary in deduper.drain():
             level = summary.pop("_obs_level") or logging.WARNING

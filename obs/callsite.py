@@ -2,9 +2,10 @@
 
 Walks up the stack past frames of logging machinery (obs, structlog, stdlib logging, any
 prefixes the user adds, and modules that set ``__obs_callsite_skip__ = True``, as
-``comm.flashinfer_allreduce`` does so its events point at the getter's caller), caching the skip decision per code object so the walk costs a
-dict lookup per frame. Records that already carry a location (bridged stdlib records,
-whose ``stacklevel`` was applied by ``logging``) keep theirs.
+``comm.flashinfer_allreduce`` does so its events point at the getter's caller), caching
+the skip decision per code object so the walk costs a dict lookup per frame. Records that
+already carry a location (bridged stdlib records, whose ``stacklevel`` was applied by
+``logging``) keep theirs.
 """
 
 from __future__ import annotations

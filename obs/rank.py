@@ -235,7 +235,7 @@ def _via_is_initialized(dist: Any) -> Callable[[], object]:
 def _mark_stale(ref: weakref.ref[RankResolver]) -> None:
     resolver = ref()
     if resolver is not None:
-        resolver._stale = True  # noqa: SLF001
+        resolver._stale = True
 
 
 class add_rank_info:
@@ -248,6 +248,6 @@ class add_rank_info:
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         info = self._resolver.current()
-        event_dict.update(info._fields)  # type: ignore[attr-defined]  # noqa: SLF001
+        event_dict.update(info._fields)  # type: ignore[attr-defined]
         event_dict["_obs_rank"] = info
         return event_dict

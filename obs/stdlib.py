@@ -40,6 +40,8 @@ class ObsHandler(logging.Handler):
         self._local = threading.local()
         #: Records dropped because they were logged while obs was handling a record.
         self.reentrant_drops = 0
+        #: The root logger's level before the bridge set it (restored on removal).
+        self.previous_root_level: int | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         """Process ``record``; a record logged while processing one is counted, not looped."""
@@ -75,6 +77,7 @@ def install_bridge(holder: Holder, level: int) -> ObsHandler:
     remove_bridge(holder)
     handler = ObsHandler(holder)
     root = logging.getLogger()
+    handler.previous_root_level = root.level
     root.addHandler(handler)
     root.setLevel(level)
     holder.bridge = handler
@@ -82,11 +85,13 @@ def install_bridge(holder: Holder, level: int) -> ObsHandler:
 
 
 def remove_bridge(holder: Holder) -> None:
-    """Take obs' handler off the root logger."""
+    """Take obs' handler off the root logger and restore the root level it replaced."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if isinstance(handler, ObsHandler):
             root.removeHandler(handler)
+            if handler.previous_root_level is not None:
+                root.setLevel(handler.previous_root_level)
     holder.bridge = None
 
 
