@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import platform
 import sys
 from typing import Any
@@ -31,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# {name}: not available ({exc})", file=sys.stderr)
             continue
         rows.extend(module.run(quick=args.quick))
-    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}"
+    )
     print("| benchmark | ours | anchor | unit | ratio | target | met | anchor / note |")
     print("|---|---:|---:|---|---:|---:|---|---|")
     for r in rows:

@@ -23,7 +23,9 @@ def per_call_ns(fn: Callable[[], Any], loops: int) -> float:
             gc.enable()
 
 
-def compare(ours: Callable[[], Any], anchor: Callable[[], Any], loops: int, rounds: int = 7) -> tuple[float, float, float]:
+def compare(
+    ours: Callable[[], Any], anchor: Callable[[], Any], loops: int, rounds: int = 7
+) -> tuple[float, float, float]:
     """(ours ns, anchor ns, median of per-round ratios), rounds interleaved."""
     per_call_ns(ours, loops // 10 or 1)  # warm both up
     per_call_ns(anchor, loops // 10 or 1)
@@ -37,7 +39,9 @@ def compare(ours: Callable[[], Any], anchor: Callable[[], Any], loops: int, roun
     return statistics.median(o), statistics.median(a), statistics.median(ratios)
 
 
-def row(name: str, ours: float, anchor: float, ratio: float, target: float, unit: str, note: str = "") -> dict[str, Any]:
+def row(  # noqa: PLR0917 - a table row reads best positionally
+    name: str, ours: float, anchor: float, ratio: float, target: float, unit: str, note: str = ""
+) -> dict[str, Any]:
     """One table row; ``ok`` says whether the ratio meets its target (<=)."""
     return {
         "name": name,

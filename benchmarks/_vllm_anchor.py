@@ -46,10 +46,12 @@ def is_global_first_rank() -> bool:
 
 def _should_log_with_scope(scope: str) -> bool:
     if scope == "global":
-        from benchmarks._vllm_anchor import is_global_first_rank as check  # noqa: PLC0415
+        from benchmarks._vllm_anchor import is_global_first_rank as check
+
         return check()
     if scope == "local":
-        from benchmarks._vllm_anchor import is_local_first_rank as check  # noqa: PLC0415
+        from benchmarks._vllm_anchor import is_local_first_rank as check
+
         return check()
     return True
 

@@ -53,7 +53,9 @@ def bench_warning_once_repeat(loops: int) -> dict[str, Any]:
         loops,
     )
     obs.testing.reset()
-    return row("repeated warning_once (suppressed)", o, a, r, 1.0, "ns/call", "anchor: vLLM lru_cache path")
+    return row(
+        "repeated warning_once (suppressed)", o, a, r, 1.0, "ns/call", "anchor: vLLM lru_cache path"
+    )
 
 
 def bench_below_level(loops: int) -> dict[str, Any]:
@@ -71,7 +73,9 @@ def bench_below_level(loops: int) -> dict[str, Any]:
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         processors=[structlog.processors.JSONRenderer()],
     ).bind()  # the concrete filtering logger, not the lazy proxy
-    o, a, r = compare(lambda: ours.debug("skipped", a=1), lambda: theirs.debug("skipped", a=1), loops)
+    o, a, r = compare(
+        lambda: ours.debug("skipped", a=1), lambda: theirs.debug("skipped", a=1), loops
+    )
     obs.testing.reset()
     return row("below-level call", o, a, r, 1.5, "ns/call", "anchor: make_filtering_bound_logger")
 
@@ -97,7 +101,9 @@ def bench_full_chain(loops: int) -> dict[str, Any]:
             processors=[
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
-                structlog.processors.JSONRenderer(serializer=lambda o, **_: orjson.dumps(o).decode()),
+                structlog.processors.JSONRenderer(
+                    serializer=lambda o, **_: orjson.dumps(o).decode()
+                ),
             ],
         ).bind()  # the concrete bound logger, not the lazy proxy
         o, a, r = compare(
@@ -115,7 +121,8 @@ def bench_full_chain(loops: int) -> dict[str, Any]:
         r,
         1.5,
         "ns/call",
-        "ours adds rank, severity, scope, dedup, callsite, redaction; anchor: add_log_level+TimeStamper+orjson",
+        "ours: +rank, severity, scope, dedup, callsite, redaction; "
+        "anchor: add_log_level+TimeStamper+orjson",
     )
 
 
@@ -140,7 +147,9 @@ def bench_import(rounds: int) -> dict[str, Any]:
         o.append(_wall(ours_cmd))
         a.append(_wall(anchor_cmd))
     mo, ma = statistics.median(o) * 1e3, statistics.median(a) * 1e3
-    return row("python -c 'import obs'", mo, ma, mo / ma, 1.3, "ms", "torch not imported (asserted)")
+    return row(
+        "python -c 'import obs'", mo, ma, mo / ma, 1.3, "ms", "torch not imported (asserted)"
+    )
 
 
 def _rss_bytes() -> int:

@@ -152,4 +152,5 @@ class SeverityQueue(Generic[P]):
 
     def counts(self) -> dict[str, int]:
         """Live records per severity class name."""
-        return {name: len(items) for name, items in zip(LEVEL_NAMES, self._classes) if items}
+        pairs = zip(LEVEL_NAMES, self._classes, strict=True)
+        return {name: len(items) for name, items in pairs if items}

@@ -150,12 +150,9 @@ class Runtime:
         self.unreported_errors = 0
         self.sink: Any = None
         if build_sink:
-            try:  # TEMP until obs.otel lands
-                from obs.otel import build_export_sink  # noqa: PLC0415 - the SDK loads only when used
-            except ModuleNotFoundError:
-                build_export_sink = None  # type: ignore[assignment]
-            if build_export_sink is not None:
-                self.sink = build_export_sink(settings, self.resolver, self.report)
+            from obs.otel import build_export_sink  # noqa: PLC0415 - the SDK loads only when used
+
+            self.sink = build_export_sink(settings, self.resolver, self.report)
         self.export_level = settings.export_all_ranks_level if self.sink is not None else _NEVER
         chain: list[Processor] = [
             structlog.contextvars.merge_contextvars,

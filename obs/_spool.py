@@ -37,7 +37,13 @@ _SPOOL = "spool.jsonl"
 _REPLAY = "spool.replay.jsonl"
 _OFFSET = "spool.replay.offset"
 _LOCK = "replay.lock"
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = (
+    os.O_WRONLY
+    | os.O_APPEND
+    | os.O_CREAT
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 @dataclasses.dataclass
@@ -66,7 +72,9 @@ class Spool:
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         st = os.stat(self.directory)
         if st.st_uid != os.getuid():
-            raise PermissionError(errno.EPERM, "spool directory owned by another user", self.directory)
+            raise PermissionError(
+                errno.EPERM, "spool directory owned by another user", self.directory
+            )
         if st.st_mode & 0o077:
             os.chmod(self.directory, 0o700)
 
@@ -93,7 +101,9 @@ class Spool:
         if not records:
             return 0
         self._ensure_dir()
-        lines = [json.dumps(r, separators=(",", ":"), default=str).encode() + b"\n" for r in records]
+        lines = [
+            json.dumps(r, separators=(",", ":"), default=str).encode() + b"\n" for r in records
+        ]
         with self._locked_spool() as fd:
             used = os.fstat(fd).st_size
             with contextlib.suppress(OSError):
@@ -143,7 +153,9 @@ class Spool:
 
     def _write_offset(self, offset: int) -> None:
         tmp = self._path(f"{_OFFSET}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600
+        )
         try:
             os.write(fd, str(offset).encode())
         finally:
@@ -165,7 +177,9 @@ class Spool:
         if not self.pending():
             return result
         self._ensure_dir()
-        lock_fd = os.open(self._path(_LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        lock_fd = os.open(
+            self._path(_LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600
+        )
         try:
             try:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,0 +1,200 @@
+"""Tests for obs._spool: bounded 0600 JSON-lines spool with a resumable, locked replay."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from obs._spool import Spool
+
+
+def _docs(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [{"uid": f"u{i}", "body": "x" * 20} for i in range(start, start + n)]
+
+
+class Collector:
+    """An ``export`` callable for replay that stores batches and can fail on demand."""
+
+    def __init__(self, fail_on_batch: int | None = None) -> None:
+        self.batches: list[list[dict[str, Any]]] = []
+        self.fail_on_batch = fail_on_batch
+
+    def __call__(self, batch: list[dict[str, Any]]) -> bool:
+        if self.fail_on_batch is not None and len(self.batches) == self.fail_on_batch:
+            self.fail_on_batch = None
+            return False
+        self.batches.append(batch)
+        return True
+
+    @property
+    def uids(self) -> list[str]:
+        return [d["uid"] for b in self.batches for d in b]
+
+
+class TestAppend:
+    def test_modes(self, tmp_path: Path) -> None:
+        """The spool directory is created 0700 and the spool file 0600."""
+        spool = Spool(str(tmp_path / "spool"), 1 << 20)
+        assert 2 == spool.append(_docs(2))
+        assert 0o700 == stat.S_IMODE(os.stat(tmp_path / "spool").st_mode)
+        assert 0o600 == stat.S_IMODE(os.stat(tmp_path / "spool" / "spool.jsonl").st_mode)
+
+    def test_one_json_object_per_line(self, tmp_path: Path) -> None:
+        """Each record is one JSON line; values JSON cannot encode become strings."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append([{"uid": "a", "obj": object()}, {"uid": "b"}])
+        lines = (tmp_path / "spool.jsonl").read_text().splitlines()
+        assert ["a", "b"] == [json.loads(line)["uid"] for line in lines]
+        assert json.loads(lines[0])["obj"].startswith("<object object")
+
+    def test_size_bound_refuses_what_does_not_fit(self, tmp_path: Path) -> None:
+        """Lines beyond ``max_bytes`` are refused and the count that fit is returned."""
+        line = len(json.dumps(_docs(1)[0], separators=(",", ":"))) + 1
+        spool = Spool(str(tmp_path), line * 3 + 5)
+        assert 3 == spool.append(_docs(5))
+        assert 0 == spool.append(_docs(1, 9))
+        assert line * 3 == spool.size()
+
+    def test_pending(self, tmp_path: Path) -> None:
+        """pending() is False for a missing or empty spool and True once written."""
+        spool = Spool(str(tmp_path / "none"), 1 << 20)
+        assert not spool.pending()
+        spool.append(_docs(1))
+        assert spool.pending()
+
+    def test_refuses_a_directory_of_another_user(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A spool directory owned by someone else is not written to (symlink/tmp attacks)."""
+        monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+        with pytest.raises(PermissionError):
+            Spool(str(tmp_path), 1 << 20).append(_docs(1))
+
+
+class TestReplay:
+    def test_replays_in_batches_then_removes_files(self, tmp_path: Path) -> None:
+        """Replay hands every record to export once, in order and in batches, then cleans up."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append(_docs(5))
+        sink = Collector()
+        result = spool.replay(sink, batch_size=2)
+        assert [f"u{i}" for i in range(5)] == sink.uids
+        assert [2, 2, 1] == [len(b) for b in sink.batches]
+        assert (5, False, False) == (result.replayed, result.failed, result.skipped)
+        assert not spool.pending()
+        assert {"replay.lock"} == set(os.listdir(tmp_path))
+
+    def test_failure_resumes_without_duplicates(self, tmp_path: Path) -> None:
+        """A failed batch stops replay; the next replay resumes after the last delivered batch."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append(_docs(6))
+        sink = Collector(fail_on_batch=1)
+        first = spool.replay(sink, batch_size=2)
+        assert (2, True) == (first.replayed, first.failed)
+        spool.append(_docs(2, 6))  # written while the replay file is pending
+        second = spool.replay(sink, batch_size=2)
+        assert [f"u{i}" for i in range(8)] == sink.uids
+        assert 6 == second.replayed
+        assert not spool.pending()
+
+    def test_corrupt_and_torn_lines_are_skipped(self, tmp_path: Path) -> None:
+        """Garbage lines and a torn last line are counted as corrupt, never replayed or fatal."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append(_docs(1))
+        with open(tmp_path / "spool.jsonl", "ab") as f:
+            f.write(b"not json\n[1, 2]\n")
+            f.write(b'{"uid": "torn"')
+        sink = Collector()
+        result = spool.replay(sink, batch_size=10)
+        assert ["u0"] == sink.uids
+        assert 3 == result.corrupt
+
+    def test_second_replayer_skips_while_locked(self, tmp_path: Path) -> None:
+        """A replay while another process holds the replay lock does nothing (no double replay)."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append(_docs(3))
+        fd = os.open(tmp_path / "replay.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            sink = Collector()
+            assert spool.replay(sink, batch_size=10).skipped
+            assert [] == sink.uids
+        finally:
+            os.close(fd)
+        assert 3 == spool.replay(Collector(), batch_size=10).replayed
+
+    def test_should_stop_pauses(self, tmp_path: Path) -> None:
+        """should_stop() pauses replay between batches; a later call continues where it was."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append(_docs(4))
+        sink = Collector()
+        calls = iter([False, True])
+        spool.replay(sink, batch_size=2, should_stop=lambda: next(calls, False))
+        assert ["u0", "u1"] == sink.uids
+        spool.replay(sink, batch_size=2)
+        assert ["u0", "u1", "u2", "u3"] == sink.uids
+
+    def test_writers_during_replay_are_not_lost(self, tmp_path: Path) -> None:
+        """Records appended concurrently with a replay land in the next spool file, so every
+        record is delivered exactly once across replays."""
+        spool = Spool(str(tmp_path), 1 << 24)
+        spool.append(_docs(50))
+        stop = threading.Event()
+        written: list[int] = []
+
+        def writer() -> None:
+            n = 1000
+            while not stop.is_set():
+                spool.append(_docs(1, n))
+                written.append(n)
+                n += 1
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        sink = Collector()
+        try:
+            for _ in range(5):
+                spool.replay(sink, batch_size=7)
+        finally:
+            stop.set()
+            thread.join()
+        spool.replay(sink, batch_size=7)
+        expected = [f"u{i}" for i in range(50)] + [f"u{n}" for n in written]
+        assert sorted(expected) == sorted(sink.uids)
+        assert len(sink.uids) == len(set(sink.uids))
+
+    @pytest.mark.timeout(30)
+    def test_two_processes_never_double_replay(self, tmp_path: Path) -> None:
+        """Two processes replaying the same spool concurrently deliver each record once."""
+        spool = Spool(str(tmp_path), 1 << 24)
+        spool.append(_docs(400))
+        script = (
+            "import sys, json, time\n"
+            "from obs._spool import Spool\n"
+            "out = []\n"
+            "def export(batch):\n"
+            "    time.sleep(0.01)\n"
+            "    out.extend(d['uid'] for d in batch)\n"
+            "    return True\n"
+            "for _ in range(20):\n"
+            "    Spool(sys.argv[1], 1 << 24).replay(export, 10)\n"
+            "print(json.dumps(out))\n"
+        )
+        procs = [
+            subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE)
+            for _ in range(2)
+        ]
+        uids: list[str] = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=25)
+            uids.extend(json.loads(out))
+        assert sorted(f"u{i}" for i in range(400)) == sorted(uids)
