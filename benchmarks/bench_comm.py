@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 import timeit
+from typing import Any
 
 import obs
+from benchmarks._harness import row
 from comm import flashinfer_allreduce as fa
 
 
@@ -40,20 +42,14 @@ def bare(world_size, rank, max_token_num, hidden_dim, dtype, group):  # noqa: PL
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the ratio is > 2")
-    opts = parser.parse_args(argv)
-
-    obs.configure(level="WARNING", format="json")
+def measure(number: int, repeat: int) -> dict[str, float]:
+    """Best seconds per call of the bare check and each cached getter, interleaved."""
+    obs.configure(level="WARNING", format="json", stdlib_bridge=False, logs_exporter="none")
     manager = fa.FiArWorkspaces(_Factory(), backend="auto", nodes=1)
     fa.reset_default_manager(manager)
     args = (8, 0, 2048, 4096, "bfloat16", None)
     assert fa.get_fi_ar_workspace(*args) is not None
     assert fa.get_fi_ar_quant_workspace(*args) is not None
-
     candidates = {
         "bare global check": bare,
         "get_fi_ar_workspace": fa.get_fi_ar_workspace,
@@ -63,10 +59,41 @@ def main(argv: list[str] | None = None) -> int:
     # The statement is the call itself (no lambda around it, which would dilute the ratio).
     stmt = "f(8, 0, 2048, 4096, 'bfloat16', None)"
     best = dict.fromkeys(candidates, float("inf"))
-    for _ in range(opts.repeat):  # interleaved: each round times every candidate once
-        for name, fn in candidates.items():
-            t = timeit.timeit(stmt, number=opts.number, globals={"f": fn}) / opts.number
-            best[name] = min(best[name], t)
+    try:
+        for _ in range(repeat):  # interleaved: each round times every candidate once
+            for name, fn in candidates.items():
+                t = timeit.timeit(stmt, number=number, globals={"f": fn}) / number
+                best[name] = min(best[name], t)
+    finally:
+        fa.reset_default_manager()
+    return best
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Rows for ``python -m benchmarks``: each cached getter vs the bare check."""
+    best = measure(20_000 if quick else 200_000, 5 if quick else 15)
+    base = best.pop("bare global check")
+    return [
+        row(
+            f"cached {name}",
+            t * 1e9,
+            base * 1e9,
+            t / base,
+            2.0,
+            "ns/call",
+            "anchor: bare global check",
+        )
+        for name, t in best.items()
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the ratio is > 2")
+    opts = parser.parse_args(argv)
+    best = measure(opts.number, opts.repeat)
     base = best["bare global check"]
     worst = 0.0
     for name, t in best.items():
@@ -74,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         if name != "bare global check":
             worst = max(worst, ratio)
         print(f"{name:38s} {t * 1e9:7.1f} ns/call  {ratio:4.2f}x")
-    fa.reset_default_manager()
     verdict = "ok" if worst <= 2.0 else "TOO SLOW"
     print(f"worst cached-path ratio {worst:.2f}x (limit 2.00x): {verdict}")
     return 1 if opts.check and worst > 2.0 else 0
