@@ -29,12 +29,14 @@ class BoundLogger:
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_context", "_holder", "_name")
+    __slots__ = ("_context", "_flat", "_holder", "_name")
 
     def __init__(self, name: str, holder: Holder, context: dict[str, Any] | None = None) -> None:
         self._name = name
         self._holder = holder
         self._context: dict[str, Any] = context or {}
+        #: No ``dict`` among the bound values (decided once here, not per call).
+        self._flat = dict not in map(type, self._context.values())
 
     def __repr__(self) -> str:
         return f"<obs.BoundLogger {self._name!r} context={self._context!r}>"

@@ -17,11 +17,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-import structlog
 from structlog import DropEvent
 from structlog.typing import EventDict, Processor
 
 from obs.callsite import AddCallsite
+from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
 from obs.encode import REDACTED, Redactor, safe_repr, to_jsonable
 from obs.rank import RankInfo, RankResolver, add_rank_info
@@ -57,10 +57,9 @@ class _Output:
             except Exception:
                 fmt = "json"
         self.json = fmt == "json"
+        #: The event as one line, newline included.
         self._render: Callable[[EventDict], str] = (
-            (lambda ed: JSONRenderer.dumps(ed).decode())
-            if self.json
-            else _console(ConsoleRenderer(colors=_colors_ok(stream)))
+            JSONRenderer.line if self.json else _console(ConsoleRenderer(colors=_colors_ok(stream)))
         )
         self._lock = threading.Lock()
         self._file = None
@@ -77,11 +76,11 @@ class _Output:
 
     def write(self, event_dict: EventDict) -> None:
         line = self._render(event_dict)
-        getattr(sys, self._stream_name).write(line + "\n")
+        getattr(sys, self._stream_name).write(line)
         if self._file is not None:
-            data = line if self.json else JSONRenderer.dumps(event_dict).decode()
+            data = line if self.json else JSONRenderer.line(event_dict)
             with self._lock:
-                self._file.write(data + "\n")
+                self._file.write(data)
 
     def flush(self) -> None:
         try:
@@ -102,7 +101,7 @@ class _Output:
 
 
 def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], str]:
-    return lambda ed: renderer(None, "", ed)
+    return lambda ed: renderer(None, "", ed) + "\n"
 
 
 def _colors_ok(stream: Any) -> bool:
@@ -155,7 +154,7 @@ class Runtime:
             self.sink = build_export_sink(settings, self.resolver, self.report)
         self.export_level = settings.export_all_ranks_level if self.sink is not None else _NEVER
         chain: list[Processor] = [
-            structlog.contextvars.merge_contextvars,
+            merge_contextvars,
             add_rank_info(self.resolver),
             TagSeverity(policy),
             DecideScope(self.resolver, self.export_level if self.sink is not None else None),
@@ -172,9 +171,20 @@ class Runtime:
     # -- the hot paths ---------------------------------------------------------------
 
     def log(
-        self, logger: BoundLogger, level: int, method: str, event: str, kw: dict[str, Any]
+        self,
+        logger: BoundLogger,
+        level: int,
+        method: str,
+        event: str,
+        kw: dict[str, Any],
+        *,
+        depth: int = 4,
     ) -> None:
-        """Build the event dict of a logger call and run it through the chain."""
+        """Build the event dict of a logger call and run it through the chain.
+
+        ``depth``: where the logger's caller sits, counted from a processor's frame up
+        (processor -> process -> log -> logger method -> caller), for the callsite walk.
+        """
         ed: EventDict = {
             "timestamp": None,
             "severity_text": None,
@@ -186,9 +196,14 @@ class Runtime:
         context = logger._context
         if context:
             ed.update(context)
+        flat = logger._flat  # no dict among the values: the redactor skips its nested pass
         if kw:
             ed.update(kw)
+            if flat and dict in map(type, kw.values()):
+                flat = False
         ed["_obs_level"] = level
+        ed["_obs_depth"] = depth
+        ed["_obs_flat"] = flat
         self.process(method, ed)
 
     def log_once(
@@ -220,7 +235,7 @@ class Runtime:
             kw.update(scope=scope, once=True)  # caller; the guarded processor path decides
             if once_key is not None:  # (and reports what failed, once)
                 kw["once_key"] = once_key
-            self.log(logger, level, method, event, kw)
+            self.log(logger, level, method, event, kw, depth=5)
             return
         if not admitted:
             if deduper.summary_due:
@@ -229,7 +244,7 @@ class Runtime:
         if admitted == OVERFLOW:
             kw["dedup_overflow"] = True
         kw["scope"] = scope
-        self.log(logger, level, method, event, kw)
+        self.log(logger, level, method, event, kw, depth=5)
 
     def admit_once(
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object

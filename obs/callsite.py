@@ -6,6 +6,10 @@ prefixes the user adds, and modules that set ``__obs_callsite_skip__ = True``, a
 the skip decision per code object so the walk costs a dict lookup per frame. Records that
 already carry a location (bridged stdlib records, whose ``stacklevel`` was applied by
 ``logging``) keep theirs.
+
+An obs logger puts ``_obs_depth`` (how many frames up its caller sits) in the event, so
+the walk starts there with one ``sys._getframe(depth)``: on CPython 3.11+ that leaves the
+frames in between unmaterialised, which is most of what a callsite costs.
 """
 
 from __future__ import annotations
@@ -43,17 +47,26 @@ class AddCallsite:
                 self._skip[code] = hit
         return hit
 
-    def find_caller(self) -> FrameType | None:
-        """The first frame outside the ignored modules."""
-        frame: FrameType | None = sys._getframe(1)
-        while frame is not None and self._is_internal(frame):
+    def find_caller(self, depth: int = 1) -> FrameType | None:
+        """The first frame outside the ignored modules, ``depth`` frames up or above."""
+        try:
+            frame: FrameType | None = sys._getframe(depth + 1)
+        except ValueError:  # a shallower stack than promised: walk from the start
+            frame = sys._getframe(1)
+        skip = self._skip
+        while frame is not None:
+            hit = skip.get(frame.f_code)
+            if hit is None:
+                hit = self._is_internal(frame)
+            if not hit:
+                break
             frame = frame.f_back
         return frame
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         if "code.file.path" in event_dict:
             return event_dict
-        frame = self.find_caller()
+        frame = self.find_caller(event_dict.get("_obs_depth") or 1)
         if frame is not None:
             code = frame.f_code
             event_dict["code.file.path"] = code.co_filename

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 __all__ = ["OVERFLOW", "Dedup", "Deduper", "key_text", "make_key"]
 
+import itertools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -106,6 +108,8 @@ def make_key(
 class _Entry:
     __slots__ = (
         "event",
+        "fast",
+        "fast_base",
         "first_seen",
         "key_text",
         "last_emit",
@@ -128,6 +132,16 @@ class _Entry:
         self.first_seen = now
         self.last_seen = now
         self.last_emit = now
+        #: Lock-free repeat counter (``next()`` on it is one atomic C call under the GIL);
+        #: :meth:`fold` moves its hits into ``pending``.
+        self.fast = itertools.count()
+        self.fast_base = 0
+
+    def fold(self) -> None:
+        """Move the lock-free hits into ``pending`` (call under the table's lock)."""
+        mark = next(self.fast)  # consumes one value itself, hence the +1 below
+        self.pending += mark - self.fast_base
+        self.fast_base = mark + 1
 
 
 def key_text(key: Key) -> str:
@@ -160,6 +174,7 @@ class Deduper:
         "_clock",
         "_entries",
         "_lock",
+        "_lockfree",
         "_next_summary",
         "_overflow",
         "_summary_seconds",
@@ -180,6 +195,8 @@ class Deduper:
         self._clock = clock
         self._entries: dict[Key, _Entry] = {}
         self._lock = threading.Lock()
+        #: Chosen once: the lock-free repeat count needs the GIL (not a free-threaded build).
+        self._lockfree = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
         self._overflow: _Entry | None = None
         self._next_summary = clock() + summary_seconds if summary_seconds else math.inf
         #: Set when a periodic summary is due; the runtime drains it after the event.
@@ -244,9 +261,13 @@ class Deduper:
         if entry is None:
             return False
         now = self._clock()
-        with self._lock:
-            entry.pending += 1
-            entry.last_seen = now
+        if self._lockfree:
+            next(entry.fast)
+            entry.last_seen = now  # a racing writer's time is as good as ours
+        else:
+            with self._lock:
+                entry.pending += 1
+                entry.last_seen = now
         if now >= self._next_summary:
             self.summary_due = True
         return True
@@ -271,7 +292,11 @@ class Deduper:
     def suppressed(self, key: Key) -> int:
         """Total repeats suppressed for ``key`` so far (0 for an unknown key)."""
         entry = self._entries.get(key)
-        return entry.suppressed + entry.pending if entry else 0
+        if entry is None:
+            return 0
+        with self._lock:
+            entry.fold()
+            return entry.suppressed + entry.pending
 
     def drain(self) -> list[dict[str, Any]]:
         """Summaries of keys with repeats since the last drain (and reset those counts)."""
@@ -284,6 +309,7 @@ class Deduper:
             if self._overflow is not None:
                 entries.append(self._overflow)
             for entry in entries:
+                entry.fold()
                 if not entry.pending:
                     continue
                 out.append(

@@ -234,8 +234,9 @@ def format_exception(value: object) -> dict[str, str] | None:
 class Redactor:
     """Processor: redact secret-looking fields and turn ``exc_info`` into ``exception.*``.
 
-    Key decisions are cached per key name, so the per-event cost is one dict lookup per
-    field; nested mappings one level down are checked too (``extra={"headers": {...}}``).
+    Key decisions are cached per key name, so the common case is one C-level subset test;
+    nested mappings one level down are checked too (``extra={"headers": {...}}``), unless
+    the entry marked the event ``_obs_flat`` (it saw no ``dict`` among the caller's values).
     """
 
     __slots__ = ("_cache", "_parts", "_safe")
@@ -271,12 +272,11 @@ class Redactor:
             fields = format_exception(exc)
             if fields:
                 event_dict.update(fields)
-        unknown = event_dict.keys() - self._safe
-        if unknown:
-            for key in unknown:
+        if not self._safe.issuperset(event_dict):  # the fast path: every key seen, none secret
+            for key in event_dict.keys() - self._safe:
                 if self.is_secret(key):
                     event_dict[key] = REDACTED
-        if dict in map(type, event_dict.values()):
+        if not event_dict.get("_obs_flat") and dict in map(type, event_dict.values()):
             for key, value in event_dict.items():
                 if type(value) is dict:
                     event_dict[key] = self._redact_nested(value)

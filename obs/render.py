@@ -26,6 +26,8 @@ _CONTROL = (
     "_obs_level",
     "_obs_no_export",
     "_obs_logger",
+    "_obs_depth",
+    "_obs_flat",
 )
 MAX_LINE = 256 * 1024
 
@@ -65,26 +67,29 @@ class TimeStamper:
         return event_dict
 
 
-def _dumps(event_dict: EventDict) -> bytes:
+def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
+    """JSON bytes for ``event_dict``, always one valid object (``option``: extra orjson flags)."""
+    option |= orjson.OPT_NON_STR_KEYS
     try:
-        out = orjson.dumps(event_dict, default=json_default, option=orjson.OPT_NON_STR_KEYS)
+        out = orjson.dumps(event_dict, default=json_default, option=option)
     except Exception:
         out = b""
     if b"null" in out:  # orjson writes NaN/inf as null: re-encode to keep them as "nan"/"inf"
         out = b""
     if not out or len(out) > MAX_LINE:
         try:
-            out = orjson.dumps(to_jsonable(event_dict), option=orjson.OPT_NON_STR_KEYS)
+            out = orjson.dumps(to_jsonable(event_dict), option=option)
         except Exception:
             out = orjson.dumps(
-                {"event": "obs_unrenderable_event", "repr": safe_repr(event_dict, MAX_STR)}
+                {"event": "obs_unrenderable_event", "repr": safe_repr(event_dict, MAX_STR)},
+                option=option,
             )
         if len(out) > MAX_LINE:
             slim = {
                 k: (safe_repr(v, 1024) if not isinstance(v, (int, float, bool)) else v)
                 for k, v in to_jsonable(event_dict).items()
             }
-            out = orjson.dumps(slim)
+            out = orjson.dumps(slim, option=option)
     return out
 
 
@@ -100,6 +105,11 @@ class JSONRenderer:
     def dumps(event_dict: EventDict) -> bytes:
         """Encode an already-stripped event dict to JSON bytes, safely."""
         return _dumps(event_dict)
+
+    @staticmethod
+    def line(event_dict: EventDict) -> str:
+        """An already-stripped event dict as one JSON line, ending in a newline."""
+        return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE).decode()
 
 
 _LEVEL_STYLES = {

@@ -68,6 +68,33 @@ class TestApiPaths:
         obs.get_logger("t").log(logging.WARNING, "numeric", once=True)
         assert (__file__, line) == _where(read()[0])[:2]
 
+    def test_log_with_numeric_level_plain(self, configure_json: Configure) -> None:
+        """log.log(level, ...) without once reports the test's line."""
+        read = configure_json()
+        line = _next_line()
+        obs.get_logger("t").log(logging.WARNING, "numeric_plain")
+        assert (__file__, line) == _where(read()[0])[:2]
+
+    def test_typed_event_emit(self, configure_json: Configure) -> None:
+        """obs.events.emit (two obs frames more than log.x) reports the test's line."""
+        from obs import events
+
+        read = configure_json()
+        line = _next_line()
+        events.emit(events.WorkspaceFallback("fi_ar", "mnnvl", "trtllm", "no_multicast"))
+        assert (__file__, line) == _where(read()[0])[:2]
+
+    def test_wrapper_module_past_the_depth_jump(self, configure_json: Configure) -> None:
+        """A helper that opts out is skipped even though the walk starts at the logger's
+        caller: the jump lands on the helper and the walk goes on from there."""
+        read = configure_json()
+        namespace: dict[str, Any] = {"__name__": "myapp.helpers", "__obs_callsite_skip__": True}
+        namespace["log"] = obs.get_logger("t")
+        exec("def helper():\n    log.warning_once('via_helper')\n", namespace)
+        line = _next_line()
+        namespace["helper"]()
+        assert (__file__, line) == _where(read()[0])[:2]
+
     def test_stdlib_init_logger_warning_once(self, configure_json: Configure) -> None:
         """obs.stdlib.init_logger(...).warning_once reports the test's line."""
         read = configure_json()
@@ -152,6 +179,18 @@ class TestAddCallsiteAlone:
         line = _next_line()
         namespace["helper"]()
         assert (__file__, line) == _where(seen[0])[:2]
+
+    def test_depth_past_the_stack_walks_from_the_start(self) -> None:
+        """A depth deeper than the stack (a wrong hint) falls back to the plain walk."""
+        frame = AddCallsite().find_caller(10_000)
+        assert frame is not None
+        assert (
+            __file__,
+            "TestAddCallsiteAlone.test_depth_past_the_stack_walks_from_the_start",
+        ) == (
+            frame.f_code.co_filename,
+            frame.f_code.co_qualname,
+        )
 
     def test_prefix_match_is_by_package(self) -> None:
         """Only ``obs`` and ``obs.*`` are skipped: a module named ``obsidian`` is not."""

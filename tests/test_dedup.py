@@ -545,6 +545,39 @@ class TestThreads:
             t.join()
         assert (1, 159_999) == (sum(wins), deduper.suppressed(("k",)))
 
+    @pytest.mark.parametrize("lockfree", [True, False], ids=["gil-counter", "locked"])
+    def test_repeat_race_with_drains(self, lockfree: bool) -> None:
+        """8 threads x 20,000 repeat() of a retained key while another thread drains: the
+        summaries add up to exactly 160,000 on both the lock-free and the locked path."""
+        deduper = Deduper(summary_seconds=0)
+        deduper._lockfree = lockfree  # the build decides this; test the other path too
+        assert deduper.admit(("k",))
+        barrier = threading.Barrier(9)
+        done = threading.Event()
+        drained: list[int] = []
+
+        def work() -> None:
+            barrier.wait()
+            for _ in range(20_000):
+                assert deduper.repeat(("k",))
+
+        def drain() -> None:
+            barrier.wait()
+            while not done.is_set():
+                drained.extend(s["suppressed_count"] for s in deduper.drain())
+
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        drainer = threading.Thread(target=drain)
+        for t in [*threads, drainer]:
+            t.start()
+        for t in threads:
+            t.join()
+        done.set()
+        drainer.join()
+        drained.extend(s["suppressed_count"] for s in deduper.drain())
+        assert (160_000, 160_000) == (sum(drained), deduper.suppressed(("k",)))
+        assert [] == deduper.drain()
+
     def test_warning_once_race(self, configure_json: Configure) -> None:
         """16 threads x 10,000 log.warning_once on one key: exactly one event, and the flush
         summary counts exactly 159,999 repeats."""

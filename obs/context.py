@@ -1,0 +1,30 @@
+"""Context-local fields: structlog's ``bind_contextvars`` context merged into each event.
+
+The same contract as :func:`structlog.contextvars.merge_contextvars` (fields bound with
+``structlog.contextvars.bind_contextvars`` are added unless the call passed the same key),
+plus one thing the redactor relies on: a merged ``dict`` value clears the ``_obs_flat``
+mark, so nested secrets in context fields are still redacted.
+"""
+
+from __future__ import annotations
+
+__all__ = ["merge_contextvars"]
+
+import contextvars
+
+from structlog.contextvars import STRUCTLOG_KEY_PREFIX
+from structlog.typing import EventDict, WrappedLogger
+
+_PREFIX_LEN = len(STRUCTLOG_KEY_PREFIX)
+
+
+def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Processor: add the bound context-local fields (a call's own keys win)."""
+    for var, value in contextvars.copy_context().items():
+        if value is not Ellipsis and var.name.startswith(STRUCTLOG_KEY_PREFIX):
+            key = var.name[_PREFIX_LEN:]
+            if key not in event_dict:
+                event_dict[key] = value
+                if type(value) is dict:
+                    event_dict["_obs_flat"] = False
+    return event_dict
