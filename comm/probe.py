@@ -479,6 +479,9 @@ def _init_dist(spec: Mapping[str, Any], rank: int, per_node: int) -> tuple[str, 
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
 
+    import obs.stdlib  # noqa: PLC0415
+
+    obs.stdlib.adopt_loggers()  # torch set up its own console loggers on import
     backend = str(spec["dist_backend"])
     if backend == "auto":
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

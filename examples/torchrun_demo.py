@@ -38,13 +38,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run both getters on this rank; 0 when both workspaces exist, 3 otherwise."""
     args = parse_args(argv)
-    obs.configure()  # OBS_* / OTEL_* environment variables only
-    log = obs.get_logger("examples.torchrun_demo")
-
     import torch
     import torch.distributed as dist
 
     from comm import flashinfer_allreduce as fi_ar
+
+    # After importing torch, so its console loggers are adopted (OBS_ADOPT_LOGGERS).
+    obs.configure()  # OBS_* / OTEL_* environment variables only
+    log = obs.get_logger("examples.torchrun_demo")
 
     cuda = torch.cuda.is_available()
     if cuda:

@@ -68,7 +68,7 @@ class Holder:
             from obs.stdlib import install_bridge, remove_bridge  # noqa: PLC0415
 
             if settings.stdlib_bridge:
-                install_bridge(self, settings.level)
+                install_bridge(self, settings.level, settings.adopt_loggers)
             else:
                 remove_bridge(self)
             self._register_atexit()

@@ -48,6 +48,9 @@ ENV_VARS: dict[str, str] = {
     "$TMPDIR/obs-spool-$UID)",
     "OBS_SPOOL_MAX_BYTES": "size bound of the spool file (default 67108864)",
     "OBS_SHUTDOWN_TIMEOUT": "seconds flush/shutdown may take, collector down or not (default 3)",
+    "OBS_ADOPT_LOGGERS": "stdlib logger trees that print to the console themselves (their own "
+    "handler, propagate=False) whose console output obs takes over, comma-separated; none = "
+    "leave them alone (default torch,vllm,flashinfer)",
     "OTEL_SDK_DISABLED": "true disables OTel export entirely",
     "OTEL_SERVICE_NAME": "resource service.name (default: the program name)",
     "OTEL_RESOURCE_ATTRIBUTES": "extra resource attributes, k=v,k2=v2",
@@ -93,6 +96,7 @@ class Settings:
     spool_max_bytes: int = 64 * 1024 * 1024
     shutdown_timeout: float = 3.0
     stdlib_bridge: bool = True
+    adopt_loggers: tuple[str, ...] = ("torch", "vllm", "flashinfer")
     sdk_disabled: bool = False
     service_name: str = "unknown_service"
     resource_attributes: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -194,6 +198,21 @@ def _pairs(name: str, raw: object) -> dict[str, str]:
             raise ConfigError(name, raw, "comma-separated key=value pairs")
         out[unquote(key.strip())] = unquote(value.strip())
     return out
+
+
+def _logger_names(name: str, raw: object) -> tuple[str, ...]:
+    """Comma-separated logger names (or a sequence of them); ``none`` is the empty list."""
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(name, raw, "comma-separated logger names, or none")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if names in ((), ("none",)):
+        return ()
+    if any(not n.replace("_", "").replace(".", "").replace("-", "").isalnum() for n in names):
+        raise ConfigError(
+            name, raw, "comma-separated logger names (letters, digits, . _ -), or none"
+        )
+    return names
 
 
 FILE_FIELDS = ("rank", "local_rank", "node_rank", "host", "pid")
@@ -326,6 +345,9 @@ def load_settings(
         ),
         shutdown_timeout=r.get("shutdown_timeout", _POSITIVE, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
         stdlib_bridge=r.get("stdlib_bridge", _bool, True),
+        adopt_loggers=r.get(
+            "adopt_loggers", _logger_names, ("torch", "vllm", "flashinfer"), "OBS_ADOPT_LOGGERS"
+        ),
         sdk_disabled=r.get("sdk_disabled", _bool, False, "OTEL_SDK_DISABLED"),
         service_name=r.get("service_name", _text, service_default, "OTEL_SERVICE_NAME"),
         resource_attributes=resource,

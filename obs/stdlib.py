@@ -6,6 +6,12 @@ rank fields and is exported like any other event. Records of the OpenTelemetry S
 loggers, and any record logged from obs' export thread, are rendered but never exported,
 so an SDK warning about a failed export cannot loop back into the exporter.
 
+Libraries that print to the console through their own handler and do not propagate (torch
+does for ``torch.*``, vLLM for ``vllm`` unless ``VLLM_CONFIGURE_LOGGING=0``) never reach a
+root handler, so ``configure()`` adopts them (``OBS_ADOPT_LOGGERS``): their console
+handlers are taken off and they propagate, so their records come out once, through obs.
+Other handlers (files, torch's trace handler) stay. Removing the bridge gives them back.
+
 ``init_logger(name)`` returns a :class:`VllmLogger`: a ``logging.LoggerAdapter`` with
 ``debug_once/info_once/warning_once/error_once(msg, *args, scope="local")``. It keeps
 vLLM's semantics where they are right (scope checked before the cache, caller's line) and
@@ -15,13 +21,20 @@ kept alive by the cache, repeats counted and summarised.
 
 from __future__ import annotations
 
-__all__ = ["ObsHandler", "VllmLogger", "init_logger", "install_bridge", "remove_bridge"]
+__all__ = [
+    "ObsHandler",
+    "VllmLogger",
+    "adopt_loggers",
+    "init_logger",
+    "install_bridge",
+    "remove_bridge",
+]
 
 import logging
 import sys
 import threading
-from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from obs.dedup import OVERFLOW
 
@@ -42,6 +55,8 @@ class ObsHandler(logging.Handler):
         self.reentrant_drops = 0
         #: The root logger's level before the bridge set it (restored on removal).
         self.previous_root_level: int | None = None
+        #: Loggers whose console output obs took over, with what to give back.
+        self.adopted: dict[str, Adopted] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         """Process ``record``; a record logged while processing one is counted, not looped."""
@@ -72,8 +87,24 @@ def _in_export_thread() -> bool:
         return False
 
 
-def install_bridge(holder: Holder, level: int) -> ObsHandler:
-    """Put one :class:`ObsHandler` on the root logger (replacing an earlier one)."""
+class Adopted(NamedTuple):
+    """What adoption changed on one logger: the console handlers taken off, the old flag."""
+
+    handlers: tuple[logging.Handler, ...]
+    propagate: bool
+
+
+def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
+    """Plain ``StreamHandler``s: the console output torch and vLLM set up. Subclasses
+    (``FileHandler``, torch's trace handler, a user's own) are not console output."""
+    return [h for h in logger.handlers if type(h) is logging.StreamHandler]
+
+
+def install_bridge(
+    holder: Holder, level: int, adopt: Iterable[str] = ("torch", "vllm", "flashinfer")
+) -> ObsHandler:
+    """Put one :class:`ObsHandler` on the root logger (replacing an earlier one) and adopt
+    the console loggers under ``adopt``."""
     remove_bridge(holder)
     handler = ObsHandler(holder)
     root = logging.getLogger()
@@ -81,17 +112,65 @@ def install_bridge(holder: Holder, level: int) -> ObsHandler:
     root.addHandler(handler)
     root.setLevel(level)
     holder.bridge = handler
+    adopt_loggers(adopt, handler)
     return handler
 
 
+def adopt_loggers(
+    names: Iterable[str] | None = None, handler: ObsHandler | None = None
+) -> list[str]:
+    """Take over the console output of the logger trees ``names`` (default: the settings').
+
+    For every existing logger named ``name`` or ``name.*`` that has a plain console
+    ``StreamHandler``: take those handlers off and let it propagate to obs' root handler.
+    Call it again after importing a library that configures its loggers (``import torch``
+    after ``obs.configure()``). Returns the names adopted by this call; a no-op without the
+    bridge.
+    """
+    if handler is None:
+        from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
+
+        handler = STATE.bridge
+        if names is None and STATE.runtime is not None:
+            names = STATE.runtime.settings.adopt_loggers
+    if handler is None:
+        return []
+    prefixes = tuple(names if names is not None else ("torch", "vllm", "flashinfer"))
+    if not prefixes:
+        return []
+    taken: list[str] = []
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if not isinstance(logger, logging.Logger) or name in handler.adopted:
+            continue
+        if not any(name == p or name.startswith(p + ".") for p in prefixes):
+            continue
+        consoles = _console_handlers(logger)
+        if not consoles:
+            continue
+        handler.adopted[name] = Adopted(tuple(consoles), logger.propagate)
+        for console in consoles:
+            logger.removeHandler(console)
+        logger.propagate = True
+        taken.append(name)
+    return taken
+
+
 def remove_bridge(holder: Holder) -> None:
-    """Take obs' handler off the root logger and restore the root level it replaced."""
+    """Take obs' handler off the root logger, restore the root level it replaced and give
+    adopted loggers their handlers back."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if isinstance(handler, ObsHandler):
             root.removeHandler(handler)
             if handler.previous_root_level is not None:
                 root.setLevel(handler.previous_root_level)
+            for name, adopted in handler.adopted.items():
+                logger = logging.getLogger(name)
+                for console in adopted.handlers:
+                    if console not in logger.handlers:
+                        logger.addHandler(console)
+                logger.propagate = adopted.propagate
+            handler.adopted.clear()
     holder.bridge = None
 
 

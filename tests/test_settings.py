@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,6 +61,8 @@ PRECEDENCE: list[tuple[str, str, str, Any, Any, Any]] = [
     ("blrp_max_queue_size", "OTEL_BLRP_MAX_QUEUE_SIZE", "64", 64, 8, 8),
     ("blrp_max_export_batch_size", "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", "32", 32, 4, 4),
     ("blrp_export_timeout_ms", "OTEL_BLRP_EXPORT_TIMEOUT", "500", 500.0, 100, 100.0),
+    ("adopt_loggers", "OBS_ADOPT_LOGGERS", " vllm, ray.serve ", ("vllm", "ray.serve"), [], ()),
+    ("adopt_loggers", "OBS_ADOPT_LOGGERS", "none", (), ("torch",), ("torch",)),
 ]
 
 # env var, bad text, words the message must contain (the accepted values)
@@ -87,6 +91,7 @@ BAD_ENV: list[tuple[str, str, str]] = [
     ("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift", "grpc, http/protobuf, http/json"),
     ("OTEL_EXPORTER_OTLP_TIMEOUT", "-3", "a number > 0"),
     ("OTEL_EXPORTER_OTLP_COMPRESSION", "brotli", "gzip, none"),
+    ("OBS_ADOPT_LOGGERS", "torch;vllm", "comma-separated logger names"),
     ("OTEL_BLRP_MAX_QUEUE_SIZE", "many", "an integer >= 1"),
     ("OTEL_BLRP_SCHEDULE_DELAY", "0", "a number > 0"),
 ]
@@ -108,6 +113,7 @@ BAD_KWARGS: list[tuple[str, Any, str]] = [
     ("otlp_headers", "novalue", "comma-separated key=value pairs"),
     ("file", "   ", "a non-empty string"),
     ("stdlib_bridge", "sometimes", "true or false"),
+    ("adopt_loggers", 7, "comma-separated logger names, or none"),
     ("file", "/logs/{nope}.jsonl", "placeholders allowed: {rank}, {local_rank}, {node_rank}"),
     ("file", "/logs/{rank.jsonl", "placeholders allowed: {rank}"),
     ("file", "/logs/{0}.jsonl", "placeholders allowed: {rank}"),
@@ -185,6 +191,13 @@ class TestPrecedence:
     def test_every_env_var_is_documented(self) -> None:
         """Every variable the precedence table exercises is listed in ENV_VARS."""
         assert set() == {row[1] for row in PRECEDENCE} - set(ENV_VARS)
+
+    def test_readme_table_lists_every_env_var(self) -> None:
+        """The README configuration table names every variable obs reads, and no other."""
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+        table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+        named = set(re.findall(r"`((?:OBS|OTEL)_[A-Z_]+)`", table))
+        assert (set(), set()) == (set(ENV_VARS) - named, named - set(ENV_VARS))
 
 
 class TestFileTemplate:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+import logging.config
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import obs
+import obs.stdlib
 import obs.testing
 from obs._config import STATE
 from obs.stdlib import ObsHandler, VllmLogger, init_logger
@@ -25,6 +28,11 @@ def _set_rank(monkeypatch: pytest.MonkeyPatch, rank: int, local_rank: int) -> No
         monkeypatch.setenv(name, str(value))
     if STATE.runtime is not None:
         STATE.runtime.resolver.refresh()
+
+
+def _consoles(logger: logging.Logger) -> list[logging.Handler]:
+    """The logger's plain StreamHandlers (pytest's capture handlers are subclasses)."""
+    return [h for h in logger.handlers if type(h) is logging.StreamHandler]
 
 
 def _obs_handlers() -> list[logging.Handler]:
@@ -372,3 +380,153 @@ class TestInitLogger:
     def test_is_vllm_logger(self) -> None:
         """init_logger returns obs' VllmLogger."""
         assert isinstance(init_logger("x"), VllmLogger)
+
+
+@pytest.fixture
+def vllm_style_logger() -> Iterator[logging.Logger]:
+    """The ``vllm`` logger as vLLM's own ``dictConfig`` leaves it: a stdout StreamHandler
+    and propagate=False (so a root handler never sees its records)."""
+    logging.config.dictConfig(
+        {
+            "version": 1,
+            "disable_existing_loggers": False,
+            "formatters": {"vllm": {"format": "%(levelname)s %(name)s %(message)s"}},
+            "handlers": {
+                "vllm": {
+                    "class": "logging.StreamHandler",
+                    "formatter": "vllm",
+                    "stream": "ext://sys.stdout",
+                }
+            },
+            "loggers": {"vllm": {"handlers": ["vllm"], "level": "DEBUG", "propagate": False}},
+        }
+    )
+    logger = logging.getLogger("vllm")
+    try:
+        yield logger
+    finally:
+        obs.testing.reset()  # gives the handler back first, then undo the dictConfig
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+
+
+class TestAdoption:
+    def test_vllm_configured_logger_comes_out_through_obs_once(
+        self,
+        vllm_style_logger: logging.Logger,
+        configure_json: Configure,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """vLLM's own handler is taken off: its records come out once, as obs JSON lines."""
+        (vllm_handler,) = _consoles(vllm_style_logger)
+        read = configure_json()
+        logging.getLogger("vllm.engine").warning("kv cache %d%% full", 95)
+        (record,) = read()
+        assert ("vllm.engine", "kv cache 95% full", "WARNING") == (
+            record["logger"],
+            record["body"],
+            record["severity_text"],
+        )
+        assert "" == capsys.readouterr().out  # nothing from vLLM's stdout handler
+        assert ([], True) == (_consoles(vllm_style_logger), vllm_style_logger.propagate)
+        assert "vllm" in STATE.bridge.adopted
+        obs.testing.reset()
+        assert ([vllm_handler], False) == (
+            _consoles(vllm_style_logger),
+            vllm_style_logger.propagate,
+        )
+
+    def test_reconfigure_adopts_again_and_restores_once(
+        self, vllm_style_logger: logging.Logger, configure_json: Configure
+    ) -> None:
+        """configure() twice: still adopted, and removal gives back exactly one handler."""
+        (vllm_handler,) = _consoles(vllm_style_logger)
+        read = configure_json()
+        obs.configure(format="json", sdk_disabled=True)
+        logging.getLogger("vllm").info("second")
+        assert ["second"] == [r["event"] for r in read()]
+        obs.testing.reset()
+        assert [vllm_handler] == _consoles(vllm_style_logger)
+
+    def test_real_torch_loggers(self, configure_json: Configure) -> None:
+        """torch's own console loggers (propagate=False) are adopted; its trace handler is not."""
+        import torch.distributed  # noqa: F401 - sets up torch's loggers, as in a real job
+
+        trace = logging.getLogger("torch.__trace")
+        trace_state = (list(trace.handlers), trace.propagate)
+        read = configure_json()
+        dist_logger = logging.getLogger("torch.distributed")
+        assert dist_logger.propagate
+        assert [] == _consoles(dist_logger)
+        dist_logger.warning("gloo %s", "timeout")
+        (record,) = read()
+        assert ("torch.distributed", "gloo timeout", 0) == (
+            record["logger"],
+            record["body"],
+            record["rank"],
+        )
+        assert trace_state == (list(trace.handlers), trace.propagate)
+        obs.testing.reset()
+        assert not dist_logger.propagate
+        assert 1 == len(_consoles(dist_logger))
+
+    def test_file_and_null_handlers_are_left_alone(
+        self, configure_json: Configure, tmp_path: Path
+    ) -> None:
+        """A logger that writes to a file (not the console) keeps its handlers and flag."""
+        logger = logging.getLogger("vllm.audit")
+        file_handler = logging.FileHandler(tmp_path / "audit.log")
+        logger.addHandler(file_handler)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        try:
+            read = configure_json()
+            logger.warning("kept")
+            kept = [type(h) for h in logger.handlers if not h.__module__.startswith("_pytest")]
+            assert ([logging.FileHandler, logging.NullHandler], False, []) == (
+                kept,
+                logger.propagate,
+                read(),
+            )
+            assert "kept" in (tmp_path / "audit.log").read_text()
+        finally:
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+            file_handler.close()
+            logger.propagate = True
+
+    def test_adopt_none(self, vllm_style_logger: logging.Logger, configure_json: Configure) -> None:
+        """OBS_ADOPT_LOGGERS=none leaves library loggers as they are."""
+        read = configure_json(adopt_loggers="none")
+        vllm_style_logger.warning("theirs")
+        assert ([], False, 1) == (
+            read(),
+            vllm_style_logger.propagate,
+            len(_consoles(vllm_style_logger)),
+        )
+
+    def test_adopt_again_after_a_late_import(self, configure_json: Configure) -> None:
+        """A library configured after configure() is adopted by obs.stdlib.adopt_loggers()."""
+        read = configure_json(adopt_loggers=["latelib"])
+        late = logging.getLogger("latelib.core")
+        late.addHandler(logging.StreamHandler())
+        late.propagate = False
+        try:
+            assert ["latelib.core"] == obs.stdlib.adopt_loggers()
+            assert [] == obs.stdlib.adopt_loggers()  # already adopted
+            late.error("late_record")
+            assert ["late_record"] == [r["event"] for r in read()]
+        finally:
+            obs.testing.reset()
+            for handler in list(late.handlers):
+                late.removeHandler(handler)
+            late.propagate = True
+
+    def test_adopt_without_bridge_is_a_no_op(
+        self, vllm_style_logger: logging.Logger, configure_json: Configure
+    ) -> None:
+        """With the bridge off nothing is adopted (there would be nowhere for records to go)."""
+        configure_json(stdlib_bridge=False)
+        assert ([], False) == (obs.stdlib.adopt_loggers(["vllm"]), vllm_style_logger.propagate)
