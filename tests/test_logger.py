@@ -222,6 +222,37 @@ class TestContext:
         obs.get_logger("t").info("e")
         assert "t-1" == read()[0]["trace"]
 
+    def test_call_keys_win_over_contextvars(
+        self, configure_json: Configure, clean_contextvars: None
+    ) -> None:
+        """A key the call passes beats the same contextvar key (structlog's rule)."""
+        read = configure_json()
+        structlog.contextvars.bind_contextvars(trace="bound")
+        obs.get_logger("t").info("e", trace="call")
+        assert "call" == read()[0]["trace"]
+
+    @pytest.mark.parametrize("entry", ["kwarg", "bound", "contextvar", "stdlib_extra"])
+    def test_nested_secret_redacted_through_every_entry(
+        self, entry: str, configure_json: Configure, clean_contextvars: None
+    ) -> None:
+        """A dict holding a secret is redacted one level down whichever way it came in
+        (the entry's no-dict mark must never skip a dict another entry added)."""
+        read = configure_json()
+        request = {"api_key": "sk-live", "model": "llama"}
+        log = obs.get_logger("t")
+        if entry == "kwarg":
+            log.info("e", request=request)
+        elif entry == "bound":
+            log.bind(request=request).info("e")
+        elif entry == "contextvar":
+            structlog.contextvars.bind_contextvars(request=request)
+            log.info("e")
+        else:
+            logging.getLogger("vllm.t").warning("e", extra={"request": request})
+        (record,) = read()
+        assert {"api_key": "[REDACTED]", "model": "llama"} == record["request"]
+        assert "sk-live" == request["api_key"]  # the caller's dict is untouched
+
 
 class TestReconfigure:
     def test_logger_obtained_earlier_follows(self, capsys: pytest.CaptureFixture[str]) -> None:
