@@ -8,11 +8,14 @@ print them alone):
    ``BatchLogRecordProcessor``, both on the same no-op exporter. Target ratio <= 0.7.
 2. the same for the export sink alone (``ExportSink.__call__``) vs ``LoggingHandler.emit``
    of a ready LogRecord: the export step itself, without the rest of either chain.
-3. sustained 10,000 events/s for 10 s (``--seconds``) into ``OTLPReceiver`` over HTTP, in a
+3. OTLP request encoding per record: obs.otlp_wire vs the SDK's ``encode_logs`` +
+   ``SerializeToString`` on the same 512 records (the export thread's main cost).
+   Target ratio <= 0.5.
+4. sustained 10,000 events/s for 10 s (``--seconds``) into ``OTLPReceiver`` over HTTP, in a
    subprocess (the receiver decodes in this process): delivered fraction, with the SDK's
    default pipeline (LoggingHandler + BatchLogRecordProcessor + OTLP/HTTP) measured in
    the same run. The ratio is the fraction lost; target 0.
-4. process exit with the collector unreachable (closed port): seconds from the last log
+5. process exit with the collector unreachable (closed port): seconds from the last log
    call to process exit, ours vs the SDK default. The ratio is ours / 3 s; target 1.
 
     python benchmarks/bench_otel.py [--quick] [--seconds 10] [--rate 10000]
@@ -298,7 +301,7 @@ def _load(mode: str, url: str, seconds: float, rate: int) -> dict[str, Any]:
 
 
 def bench_sustained(seconds: float, rate: int) -> dict[str, Any]:
-    """Row 3: delivered fraction at ``rate`` events/s for ``seconds``, ours and the SDK's."""
+    """Row 4: delivered fraction at ``rate`` events/s for ``seconds``, ours and the SDK's."""
     from obs._receiver import OTLPReceiver
 
     fractions: dict[str, float] = {}
@@ -322,6 +325,57 @@ def bench_sustained(seconds: float, rate: int) -> dict[str, Any]:
         0.0,
         "%",
         "anchor = SDK default pipeline; ratio = fraction lost; " + "; ".join(notes),
+    )
+
+
+def bench_encoding(quick: bool) -> dict[str, Any]:
+    """Row 3: encoding one batch of 512 chain-shaped records to OTLP request bytes,
+    obs.otlp_wire vs the SDK's ``encode_logs(...).SerializeToString()``."""
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+
+    from obs.otel import _RecordBuilder
+    from obs.otlp_wire import Encoder
+    from obs.rank import RankResolver
+    from obs.settings import load_settings
+
+    builder = _RecordBuilder(load_settings({}, env={}), RankResolver())
+    resource = builder.resource()
+    now = time.time_ns()
+    batch = []
+    for i in range(512):  # the fields the sustained run logs, a unique uid and counter each
+        event = {
+            "event": "bench_event",
+            "body": "bench_event",
+            "logger": "bench.load",
+            "severity_text": "INFO",
+            "severity_number": 9,
+            "i": i,
+            **FIELDS,
+            "rank": 0,
+            "local_rank": 0,
+            "world_size": 1,
+            "node_rank": 0,
+            "host.name": "bench-host",
+            "code.file.path": "/srv/app/engine.py",
+            "code.line.number": 120,
+            "code.function.name": "step",
+            "_obs_time_ns": now + i,
+        }
+        batch.append(builder.build((now + i, None, event), 1, resource))
+    encoder = Encoder()
+    o, a, r = compare(
+        lambda: encoder.request(batch),
+        lambda: encode_logs(batch).SerializeToString(),
+        2 if quick else 10,
+    )
+    return row(
+        "otel: OTLP request encoding per record",
+        o / 512,
+        a / 512,
+        r,
+        0.5,
+        "ns",
+        "obs.otlp_wire vs SDK encode_logs + SerializeToString, batches of 512; same message",
     )
 
 
@@ -371,7 +425,7 @@ def _exit_seconds(mode: str, url: str, env: dict[str, str]) -> float:
 
 
 def bench_exit(quick: bool) -> dict[str, Any]:
-    """Row 4: seconds from the last log call to process exit with a closed collector port."""
+    """Row 5: seconds from the last log call to process exit with a closed collector port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -400,7 +454,12 @@ def run(
     """All OTel rows; ``quick`` shrinks loops, the sustained run (1 s) and the SDK exit wait."""
     loops = 5_000 if quick else 30_000
     duration = seconds if seconds is not None else (1.0 if quick else 10.0)
-    return [*bench_caller_cost(loops), bench_sustained(duration, rate), bench_exit(quick)]
+    return [
+        *bench_caller_cost(loops),
+        bench_encoding(quick),
+        bench_sustained(duration, rate),
+        bench_exit(quick),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,6 +57,7 @@ from obs._export_queue import LEVEL_NAMES, WARNING_CLASS, SeverityQueue, level_c
 from obs._spool import Spool
 from obs.encode import format_exception, safe_repr, to_otel_value
 from obs.errors import ConfigError
+from obs.otlp_wire import Encoder
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
 
@@ -337,18 +338,65 @@ def _request_timeout_setter(exporter: LogRecordExporter) -> Callable[[float], No
     return None
 
 
+def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes], bool] | None:
+    """Let the SDK's OTLP exporter send bytes from :mod:`obs.otlp_wire` instead of
+    building messages with ``encode_logs`` (6x the encoding cost).
+
+    HTTP: the request bytes go to the exporter's own client (``_client.export``: its
+    retries, compression, TLS and headers), behind the exporter's size limit; returns that
+    sender. gRPC: the exporter's ``_translate_data`` parses our bytes into its request
+    (C speed) and it sends as usual; returns None. 1.45's private names; where they are
+    missing the exporter encodes as it always did (``_ExporterTransport.wire`` tells which).
+    """
+    module = type(exporter).__module__
+    client = getattr(exporter, "_client", None)
+    if module.startswith("opentelemetry.exporter.otlp.proto.http") and callable(
+        getattr(client, "export", None)
+    ):
+        limit = getattr(exporter, "_max_request_size", 0)
+
+        def send(data: bytes) -> bool:
+            if getattr(exporter, "_shutdown", False):
+                return False
+            if isinstance(limit, int) and 0 < limit < len(data):
+                raise ValueError(f"OTLP request of {len(data)} bytes exceeds {limit}")
+            return bool(client.export(data).success)  # type: ignore[union-attr]
+
+        return send
+    if module.startswith("opentelemetry.exporter.otlp.proto.grpc") and hasattr(
+        exporter, "_translate_data"
+    ):
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
+            ExportLogsServiceRequest,
+        )
+
+        parse = ExportLogsServiceRequest.FromString
+
+        def translate(batch: Sequence[ReadableLogRecord]) -> Any:
+            return parse(encoder.request(batch))
+
+        exporter._translate_data = translate
+    return None
+
+
 class _ExporterTransport:
     """An SDK ``LogRecordExporter`` driven synchronously from the export thread."""
 
-    __slots__ = ("_set_timeout", "exporter")
+    __slots__ = ("_encoder", "_send_bytes", "_set_timeout", "exporter", "wire")
 
     def __init__(self, exporter: LogRecordExporter) -> None:
         self.exporter = exporter
         self._set_timeout = _request_timeout_setter(exporter)
+        self._encoder = Encoder()
+        self._send_bytes = _wire_path(exporter, self._encoder)
+        #: True when requests are encoded by obs.otlp_wire (the SDK OTLP exporters).
+        self.wire = self._send_bytes is not None or "_translate_data" in vars(exporter)
 
     def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool:
         if self._set_timeout is not None:
             self._set_timeout(max(timeout, 0.01))
+        if self._send_bytes is not None:
+            return self._send_bytes(self._encoder.request(batch))
         return self.exporter.export(batch) is LogRecordExportResult.SUCCESS
 
     def interrupt(self) -> None:
