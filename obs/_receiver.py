@@ -194,7 +194,7 @@ class _LogsServicer(logs_service_pb2_grpc.LogsServiceServicer):
         fault = self._receiver._begin_request("grpc")
         if fault is not None:
             context.abort(fault.grpc_code, "fault injected by OTLPReceiver")
-        self._receiver._store(_decode_request(request, "grpc"))
+        self._receiver._store(request, "grpc")
         return logs_service_pb2.ExportLogsServiceResponse()
 
 
@@ -276,7 +276,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         if fault is not None:
             self._reply(fault.http_status, "text/plain", b"fault injected by OTLPReceiver\n")
             return
-        receiver._store(_decode_request(request, "http"))
+        receiver._store(request, "http")
         response = logs_service_pb2.ExportLogsServiceResponse()
         if is_json:
             self._reply(200, "application/json", json_format.MessageToJson(response).encode())
@@ -336,6 +336,10 @@ class OTLPReceiver:
         self._tls = tls
         self._cond = threading.Condition(threading.Lock())
         self._records: list[Record] = []
+        #: Parsed requests not yet flattened into records: the reply goes out after the
+        #: protobuf parse (as a collector's does), the Python-side flattening happens when
+        #: someone reads the records.
+        self._pending: list[tuple[logs_service_pb2.ExportLogsServiceRequest, str]] = []
         self._requests = dict.fromkeys(_TRANSPORTS, 0)
         self._rejected = dict.fromkeys(_TRANSPORTS, 0)
         self._fault = _Fault()
@@ -485,7 +489,7 @@ class OTLPReceiver:
     def records(self) -> list[Record]:
         """A copy of every stored record, in arrival order."""
         with self._cond:
-            return list(self._records)
+            return list(self._synced_locked())
 
     @property
     def requests(self) -> dict[str, int]:
@@ -504,6 +508,7 @@ class OTLPReceiver:
         """Forget stored records and reset the request counters."""
         with self._cond:
             self._records.clear()
+            self._pending.clear()
             self._requests = dict.fromkeys(_TRANSPORTS, 0)
             self._rejected = dict.fromkeys(_TRANSPORTS, 0)
 
@@ -527,9 +532,10 @@ class OTLPReceiver:
         deadline = time.monotonic() + timeout
 
         def matching() -> list[Record]:
+            records = self._synced_locked()
             if predicate is None:
-                return list(self._records)
-            return [r for r in self._records if predicate(r)]
+                return list(records)
+            return [r for r in records if predicate(r)]
 
         with self._cond:
             found = matching()
@@ -551,14 +557,22 @@ class OTLPReceiver:
     def _records_since(self, index: int, timeout: float) -> list[Record]:
         """Records stored after position `index`, waiting up to `timeout` for one."""
         with self._cond:
-            if len(self._records) <= index:
+            if len(self._synced_locked()) <= index:
                 self._cond.wait(timeout)
-            return self._records[index:]
+            return self._synced_locked()[index:]
 
-    def _store(self, records: list[Record]) -> None:
+    def _store(self, request: logs_service_pb2.ExportLogsServiceRequest, transport: str) -> None:
         with self._cond:
-            self._records.extend(records)
+            self._pending.append((request, transport))
             self._cond.notify_all()
+
+    def _synced_locked(self) -> list[Record]:
+        """The records, with every pending request flattened in arrival order."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for request, transport in pending:
+                self._records.extend(_decode_request(request, transport))
+        return self._records
 
     # fault injection
 
