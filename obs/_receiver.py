@@ -1,8 +1,9 @@
 """A real OTLP logs receiver on loopback, for tests and local development.
 
 `OTLPReceiver` speaks OTLP/gRPC and OTLP/HTTP (protobuf and JSON, gzip/deflate, optional
-TLS) so the SDK's own exporters can be tested end to end without a collector. Records are
-decoded into plain dicts. Faults (a slow or failing collector) can be injected to test
+TLS) so the SDK's own exporters can be tested end to end without a collector. A request is
+answered once its protobuf is parsed, as a collector answers; its records are flattened into
+plain dicts when they are read. Faults (a slow or failing collector) can be injected to test
 delivery guarantees. `cli_main` is the `python -m obs receive` command.
 
 This module is self-contained on purpose: it imports nothing from `obs`.
