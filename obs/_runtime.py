@@ -23,7 +23,7 @@ from structlog.typing import EventDict, Processor
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
-from obs.encode import REDACTED, Redactor, safe_repr, to_jsonable
+from obs.encode import Redactor, safe_repr, to_jsonable
 from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import ConsoleRenderer, JSONRenderer, TimeStamper, strip_control_keys
 from obs.scope import DecideScope, scope_allows
@@ -365,8 +365,7 @@ class Runtime:
             safe = to_jsonable(
                 {k: v for k, v in event_dict.items() if not str(k).startswith("_obs_")}
             )
-            secret = Redactor().is_secret  # the chain may have failed before redaction
-            safe = {k: (REDACTED if secret(k) else v) for k, v in safe.items()}
+            safe = Redactor()(None, "", safe)  # the chain may have failed before redaction
             safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
             if isinstance(safe.get("severity_text"), str) is False:
                 safe["severity_text"] = LEVEL_NAMES.get(

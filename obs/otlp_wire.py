@@ -68,8 +68,8 @@ def _any_value(value: Any) -> bytes:
         return b"\x21" + _pack_d(value)
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
-    if isinstance(value, str):
-        return _any_value(str(value))
+    if isinstance(value, str):  # a str Enum, say: its text, as protobuf takes it
+        return _field(b"\x0a", value.encode("utf-8"))
     if isinstance(value, int):
         return _any_value(int(value))
     if isinstance(value, float):

@@ -206,7 +206,7 @@ def _logger_names(name: str, raw: object) -> tuple[str, ...]:
     if not isinstance(items, (list, tuple)):
         raise ConfigError(name, raw, "comma-separated logger names, or none")
     names = tuple(str(item).strip() for item in items if str(item).strip())
-    if names in ((), ("none",)):
+    if not names or (len(names) == 1 and names[0].lower() == "none"):
         return ()
     if any(not n.replace("_", "").replace(".", "").replace("-", "").isalnum() for n in names):
         raise ConfigError(

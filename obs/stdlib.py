@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterable, MutableMapping
@@ -57,6 +58,7 @@ class ObsHandler(logging.Handler):
         self.previous_root_level: int | None = None
         #: Loggers whose console output obs took over, with what to give back.
         self.adopted: dict[str, Adopted] = {}
+        self.adopt_lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
         """Process ``record``; a record logged while processing one is counted, not looped."""
@@ -95,9 +97,18 @@ class Adopted(NamedTuple):
 
 
 def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
-    """Plain ``StreamHandler``s: the console output torch and vLLM set up. Subclasses
-    (``FileHandler``, torch's trace handler, a user's own) are not console output."""
-    return [h for h in logger.handlers if type(h) is logging.StreamHandler]
+    """Plain ``StreamHandler``s not writing to a named file: the console output torch and
+    vLLM set up. Subclasses (``FileHandler``, torch's trace handler, a user's own) and
+    streams opened on a path are not console output."""
+    out: list[logging.Handler] = []
+    for h in logger.handlers:
+        if type(h) is not logging.StreamHandler:
+            continue
+        name = getattr(getattr(h, "stream", None), "name", None)
+        if isinstance(name, str) and os.path.isabs(name):
+            continue
+        out.append(h)
+    return out
 
 
 def install_bridge(
@@ -122,10 +133,11 @@ def adopt_loggers(
     """Take over the console output of the logger trees ``names`` (default: the settings').
 
     For every existing logger named ``name`` or ``name.*`` that has a plain console
-    ``StreamHandler``: take those handlers off and let it propagate to obs' root handler.
+    ``StreamHandler``: let it propagate to obs' root handler and take those handlers off.
     Call it again after importing a library that configures its loggers (``import torch``
-    after ``obs.configure()``). Returns the names adopted by this call; a no-op without the
-    bridge.
+    after ``obs.configure()``), or after one re-configured them (console handlers put back
+    on a logger adopted earlier are taken off again). Returns the names adopted by this
+    call; a no-op without the bridge.
     """
     if handler is None:
         from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
@@ -139,38 +151,50 @@ def adopt_loggers(
     if not prefixes:
         return []
     taken: list[str] = []
-    for name, logger in list(logging.Logger.manager.loggerDict.items()):
-        if not isinstance(logger, logging.Logger) or name in handler.adopted:
-            continue
-        if not any(name == p or name.startswith(p + ".") for p in prefixes):
-            continue
-        consoles = _console_handlers(logger)
-        if not consoles:
-            continue
-        handler.adopted[name] = Adopted(tuple(consoles), logger.propagate)
-        for console in consoles:
-            logger.removeHandler(console)
-        logger.propagate = True
-        taken.append(name)
+    with handler.adopt_lock:
+        for name, logger in list(logging.Logger.manager.loggerDict.items()):
+            if not isinstance(logger, logging.Logger):
+                continue
+            if not any(name == p or name.startswith(p + ".") for p in prefixes):
+                continue
+            consoles = _console_handlers(logger)
+            if not consoles:
+                continue
+            # The first adoption's state is what removal gives back.
+            handler.adopted.setdefault(name, Adopted(tuple(consoles), logger.propagate))
+            logger.propagate = True  # first, so no record falls to logging.lastResort
+            for console in consoles:
+                logger.removeHandler(console)
+            taken.append(name)
     return taken
+
+
+def _give_back(handler: ObsHandler) -> None:
+    """Restore what adoption changed, unless the library has set its logger up again."""
+    with handler.adopt_lock:
+        for name, adopted in list(handler.adopted.items()):
+            logger = logging.getLogger(name)
+            if not _console_handlers(logger):  # else: re-configured since; leave it be
+                for console in adopted.handlers:
+                    logger.addHandler(console)
+                logger.propagate = adopted.propagate
+        handler.adopted.clear()
 
 
 def remove_bridge(holder: Holder) -> None:
     """Take obs' handler off the root logger, restore the root level it replaced and give
-    adopted loggers their handlers back."""
+    adopted loggers their handlers back (also when something else already removed the
+    handler from the root logger, as ``logging.basicConfig(force=True)`` does)."""
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        if isinstance(handler, ObsHandler):
+    handlers = [h for h in root.handlers if isinstance(h, ObsHandler)]
+    if isinstance(holder.bridge, ObsHandler) and holder.bridge not in handlers:
+        handlers.append(holder.bridge)
+    for handler in handlers:
+        if handler in root.handlers:
             root.removeHandler(handler)
             if handler.previous_root_level is not None:
                 root.setLevel(handler.previous_root_level)
-            for name, adopted in handler.adopted.items():
-                logger = logging.getLogger(name)
-                for console in adopted.handlers:
-                    if console not in logger.handlers:
-                        logger.addHandler(console)
-                logger.propagate = adopted.propagate
-            handler.adopted.clear()
+        _give_back(handler)
     holder.bridge = None
 
 

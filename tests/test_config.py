@@ -187,9 +187,12 @@ class TestInternalErrors:
         runtime = STATE.runtime
         assert runtime is not None
         runtime.processors = (_failing(), *runtime.processors)
-        obs.get_logger("t").info("early_failure", password="hunter2")
+        obs.get_logger("t").info(
+            "early_failure", password="hunter2", request={"authorization": "Bearer t", "n": 1}
+        )
         written = [r for r in read() if r["event"] == "early_failure"]
         assert [REDACTED] == [r["password"] for r in written]
+        assert [{"authorization": REDACTED, "n": 1}] == [r["request"] for r in written]
         assert isinstance(written[0]["timestamp"], str)
 
     def test_two_different_failures_reported_separately(self, configure_json: Configure) -> None:

@@ -3,6 +3,7 @@ and the OTLP exporters send them."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
@@ -122,6 +123,26 @@ class TestSameMessageAsTheSDK:
         assert ["good"] == [
             kv.key for kv in message.resource_logs[0].scope_logs[0].log_records[0].attributes
         ]
+
+    def test_str_and_int_subclasses_are_sent_as_their_values(self) -> None:
+        """A str or int Enum is sent as its value, as protobuf takes it (not its str())."""
+
+        class Mode(str, enum.Enum):
+            TRAIN = "train"
+
+        class Level(enum.IntEnum):
+            HIGH = 3
+
+        record = LogRecord(body=Mode.TRAIN, attributes={"mode": Mode.TRAIN, "lvl": Level.HIGH})
+        batch = [ReadableLogRecord(record, Resource({}))]
+        message = _parsed(encode_logs_request(batch))
+        assert encode_logs(batch) == message
+        log_record = message.resource_logs[0].scope_logs[0].log_records[0]
+        assert ("train", "train", 3) == (
+            log_record.body.string_value,
+            log_record.attributes[0].value.string_value,
+            log_record.attributes[1].value.int_value,
+        )
 
     def test_pair_cache_is_bounded_and_starts_over(self) -> None:
         """More distinct pairs than the limit: the cache never grows past it, and what is

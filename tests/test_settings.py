@@ -63,6 +63,7 @@ PRECEDENCE: list[tuple[str, str, str, Any, Any, Any]] = [
     ("blrp_export_timeout_ms", "OTEL_BLRP_EXPORT_TIMEOUT", "500", 500.0, 100, 100.0),
     ("adopt_loggers", "OBS_ADOPT_LOGGERS", " vllm, ray.serve ", ("vllm", "ray.serve"), [], ()),
     ("adopt_loggers", "OBS_ADOPT_LOGGERS", "none", (), ("torch",), ("torch",)),
+    ("adopt_loggers", "OBS_ADOPT_LOGGERS", " NONE ", (), "None", ()),
 ]
 
 # env var, bad text, words the message must contain (the accepted values)

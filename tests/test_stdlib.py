@@ -530,3 +530,53 @@ class TestAdoption:
         """With the bridge off nothing is adopted (there would be nowhere for records to go)."""
         configure_json(stdlib_bridge=False)
         assert ([], False) == (obs.stdlib.adopt_loggers(["vllm"]), vllm_style_logger.propagate)
+
+    def test_library_reconfigured_after_adoption(
+        self, vllm_style_logger: logging.Logger, configure_json: Configure
+    ) -> None:
+        """A library that puts a console handler back (torch's set_logs does) is adopted
+        again, and removal does not then leave two console handlers."""
+        read = configure_json()
+        fresh = logging.StreamHandler()
+        vllm_style_logger.addHandler(fresh)
+        vllm_style_logger.propagate = False
+        assert "vllm" in obs.stdlib.adopt_loggers(["vllm"])
+        vllm_style_logger.warning("readopted")
+        assert ["readopted"] == [r["event"] for r in read()]
+        assert ([], True) == (_consoles(vllm_style_logger), vllm_style_logger.propagate)
+        vllm_style_logger.addHandler(fresh)  # re-configured once more, then obs goes away
+        obs.testing.reset()
+        assert [fresh] == _consoles(vllm_style_logger)
+
+    def test_given_back_when_the_root_handler_was_removed_by_someone_else(
+        self, vllm_style_logger: logging.Logger, configure_json: Configure
+    ) -> None:
+        """basicConfig(force=True) drops obs' root handler; removal still restores what
+        adoption changed, so the library's console output is not lost for good."""
+        (vllm_handler,) = _consoles(vllm_style_logger)
+        configure_json()
+        root = logging.getLogger()
+        for handler in _obs_handlers():
+            root.removeHandler(handler)
+        obs.testing.reset()
+        assert ([vllm_handler], False) == (
+            _consoles(vllm_style_logger),
+            vllm_style_logger.propagate,
+        )
+
+    def test_stream_handler_on_a_file_is_not_console(
+        self, configure_json: Configure, tmp_path: Path
+    ) -> None:
+        """A plain StreamHandler writing to an opened file is left alone."""
+        logger = logging.getLogger("vllm.filestream")
+        stream = open(tmp_path / "out.log", "w", encoding="utf-8")  # noqa: SIM115
+        handler = logging.StreamHandler(stream)
+        logger.addHandler(handler)
+        logger.propagate = False
+        try:
+            configure_json()
+            assert (True, False) == (handler in logger.handlers, logger.propagate)
+        finally:
+            logger.removeHandler(handler)
+            stream.close()
+            logger.propagate = True
