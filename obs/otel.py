@@ -350,9 +350,7 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
     """
     module = type(exporter).__module__
     client = getattr(exporter, "_client", None)
-    if module.startswith("opentelemetry.exporter.otlp.proto.http") and callable(
-        getattr(client, "export", None)
-    ):
+    if module.startswith("opentelemetry.exporter.otlp.proto.http") and _takes_data(client):
         limit = getattr(exporter, "_max_request_size", 0)
 
         def send(data: bytes) -> bool:
@@ -360,7 +358,10 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
                 return False
             if isinstance(limit, int) and 0 < limit < len(data):
                 raise ValueError(f"OTLP request of {len(data)} bytes exceeds {limit}")
-            return bool(client.export(data).success)  # type: ignore[union-attr]
+            success = getattr(client.export(data), "success", None)  # type: ignore[union-attr]
+            if not isinstance(success, bool):
+                raise _WireUnsupported("the SDK HTTP client answered without .success")
+            return success
 
         return send
     if module.startswith("opentelemetry.exporter.otlp.proto.grpc") and hasattr(
@@ -377,6 +378,23 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
 
         exporter._translate_data = translate
     return None
+
+
+class _WireUnsupported(TypeError):
+    """This SDK's exporter internals are not the ones obs.otlp_wire was written against."""
+
+
+def _takes_data(client: object) -> bool:
+    """Whether ``client.export`` is 1.45's ``export(data: bytes)``."""
+    export = getattr(client, "export", None)
+    if not callable(export):
+        return False
+    import inspect  # noqa: PLC0415 - once per exporter
+
+    try:
+        return list(inspect.signature(export).parameters) == ["data"]
+    except (TypeError, ValueError):
+        return False
 
 
 class _ExporterTransport:
@@ -396,7 +414,11 @@ class _ExporterTransport:
         if self._set_timeout is not None:
             self._set_timeout(max(timeout, 0.01))
         if self._send_bytes is not None:
-            return self._send_bytes(self._encoder.request(batch))
+            try:
+                return self._send_bytes(self._encoder.request(batch))
+            except _WireUnsupported:  # from now on the exporter encodes and sends itself
+                self._send_bytes = None  # (this batch may arrive twice: log.record.uid)
+                self.wire = False
         return self.exporter.export(batch) is LogRecordExportResult.SUCCESS
 
     def interrupt(self) -> None:

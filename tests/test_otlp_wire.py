@@ -186,6 +186,29 @@ class TestExportersUseIt:
             transport.export(batch, 1.0)
         exporter.shutdown()  # type: ignore[no-untyped-call]
 
+    def test_unexpected_client_answer_falls_back_to_the_sdk_path(
+        self, otlp_receiver: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """If a future SDK's client answers differently, the transport switches to the
+        exporter's own export() for good, and the batch is still delivered."""
+        exporter = build_exporter(load_settings({"otlp_endpoint": otlp_receiver.http_endpoint}))
+        transport = _ExporterTransport(exporter)
+        real_export = exporter._client.export  # type: ignore[attr-defined]
+
+        def export(data: bytes) -> object:  # an answer obs does not know, once
+            real_export(data)
+            monkeypatch.setattr(exporter._client, "export", real_export)  # type: ignore[attr-defined]
+            return object()
+
+        monkeypatch.setattr(exporter._client, "export", export)  # type: ignore[attr-defined]
+        batch = [ReadableLogRecord(LogRecord(body="fell_back"), Resource({}))]
+        assert transport.export(batch, 5.0)
+        assert not transport.wire
+        assert transport.export(batch, 5.0)
+        got = otlp_receiver.wait_for(3, predicate=lambda r: r["body"] == "fell_back")
+        assert 3 == len(got)  # wire send, SDK resend of that batch, the next batch
+        exporter.shutdown()  # type: ignore[no-untyped-call]
+
     def test_end_to_end_over_http_and_grpc(self, otlp_receiver: Any) -> None:
         """Our bytes are accepted by a real OTLP peer over both transports, values intact."""
         record = LogRecord(
