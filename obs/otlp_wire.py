@@ -57,23 +57,16 @@ def _any_value(value: Any) -> bytes:
     """
     if value is None:
         return b""
-    cls = type(value)
-    if cls is str:
+    if isinstance(value, str):  # a str Enum too: its text, as protobuf takes it
         return _field(b"\x0a", value.encode("utf-8"))
-    if cls is int:
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise OverflowError("int outside int64")
-        return b"\x18" + _varint(value if value >= 0 else value + (1 << 64))
-    if cls is float:
-        return b"\x21" + _pack_d(value)
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
-    if isinstance(value, str):  # a str Enum, say: its text, as protobuf takes it
-        return _field(b"\x0a", value.encode("utf-8"))
     if isinstance(value, int):
-        return _any_value(int(value))
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise OverflowError("int outside int64")
+        return b"\x18" + _varint(int(value) if value >= 0 else int(value) + (1 << 64))
     if isinstance(value, float):
-        return _any_value(float(value))
+        return b"\x21" + _pack_d(value)
     if isinstance(value, bytes):
         return _field(b"\x3a", bytes(value))
     if isinstance(value, Sequence):
@@ -82,7 +75,7 @@ def _any_value(value: Any) -> bytes:
         return _field(
             b"\x32", b"".join(_field(b"\x0a", _key_value(str(k), v)) for k, v in value.items())
         )
-    raise TypeError(f"invalid attribute value type {cls.__name__}")
+    raise TypeError(f"invalid attribute value type {type(value).__name__}")
 
 
 def _key_value(key: str, value: Any) -> bytes:

@@ -7,7 +7,7 @@ and validated once, by one helper, at ``configure()`` time; a bad value raises
 
 from __future__ import annotations
 
-__all__ = ["ENV_VARS", "Settings", "load_settings", "parse_level"]
+__all__ = ["DEFAULT_ADOPT_LOGGERS", "ENV_VARS", "Settings", "load_settings", "parse_level"]
 
 import dataclasses
 import logging
@@ -31,6 +31,9 @@ _LEVELS = {
     "ERROR": logging.ERROR,
     "CRITICAL": logging.CRITICAL,
 }
+
+#: Logger trees whose console output ``configure()`` takes over (``OBS_ADOPT_LOGGERS``).
+DEFAULT_ADOPT_LOGGERS: tuple[str, ...] = ("torch", "vllm", "flashinfer")
 
 #: Every variable obs reads, with a one-line meaning (the README table is checked against it).
 ENV_VARS: dict[str, str] = {
@@ -96,7 +99,7 @@ class Settings:
     spool_max_bytes: int = 64 * 1024 * 1024
     shutdown_timeout: float = 3.0
     stdlib_bridge: bool = True
-    adopt_loggers: tuple[str, ...] = ("torch", "vllm", "flashinfer")
+    adopt_loggers: tuple[str, ...] = DEFAULT_ADOPT_LOGGERS
     sdk_disabled: bool = False
     service_name: str = "unknown_service"
     resource_attributes: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -346,7 +349,7 @@ def load_settings(
         shutdown_timeout=r.get("shutdown_timeout", _POSITIVE, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
         stdlib_bridge=r.get("stdlib_bridge", _bool, True),
         adopt_loggers=r.get(
-            "adopt_loggers", _logger_names, ("torch", "vllm", "flashinfer"), "OBS_ADOPT_LOGGERS"
+            "adopt_loggers", _logger_names, DEFAULT_ADOPT_LOGGERS, "OBS_ADOPT_LOGGERS"
         ),
         sdk_disabled=r.get("sdk_disabled", _bool, False, "OTEL_SDK_DISABLED"),
         service_name=r.get("service_name", _text, service_default, "OTEL_SERVICE_NAME"),

@@ -38,6 +38,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from obs.dedup import OVERFLOW
+from obs.settings import DEFAULT_ADOPT_LOGGERS
 
 if TYPE_CHECKING:
     from obs._config import Holder
@@ -112,7 +113,7 @@ def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
 
 
 def install_bridge(
-    holder: Holder, level: int, adopt: Iterable[str] = ("torch", "vllm", "flashinfer")
+    holder: Holder, level: int, adopt: Iterable[str] = DEFAULT_ADOPT_LOGGERS
 ) -> ObsHandler:
     """Put one :class:`ObsHandler` on the root logger (replacing an earlier one) and adopt
     the console loggers under ``adopt``."""
@@ -147,7 +148,7 @@ def adopt_loggers(
             names = STATE.runtime.settings.adopt_loggers
     if handler is None:
         return []
-    prefixes = tuple(names if names is not None else ("torch", "vllm", "flashinfer"))
+    prefixes = tuple(names if names is not None else DEFAULT_ADOPT_LOGGERS)
     if not prefixes:
         return []
     taken: list[str] = []
