@@ -9,13 +9,21 @@ from __future__ import annotations
 __all__ = ["STATE", "Holder"]
 
 import atexit
+import dataclasses
 import logging
 import threading
 from typing import Any
 
-from obs._runtime import Runtime
+from obs._runtime import Runtime, build_output
 from obs.errors import ConfigError
+from obs.rank import RankResolver
 from obs.settings import Settings, load_settings
+
+
+def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
+    """An ``OBS_FILE`` that cannot be opened, as a ConfigError naming the variable."""
+    reason = f"a writable file path ({type(exc).__name__}: {getattr(exc, 'strerror', '') or exc})"
+    return ConfigError(settings.source("file"), settings.file, reason)
 
 
 class Holder:
@@ -30,28 +38,41 @@ class Holder:
         self._atexit = False
 
     def ensure(self) -> Runtime:
-        """The runtime, creating a console-only default one on first use."""
+        """The runtime, creating a console-only default one on first use.
+
+        Never raises: a bad variable falls back to its default (the others still apply), a
+        file that cannot be opened is left out, and each problem is reported once.
+        """
         with self._lock:
             if self.runtime is None:
-                error: ConfigError | None = None
+                errors: list[ConfigError] = []
+                settings = load_settings({}, errors=errors)
                 try:
-                    settings = load_settings({})
-                except ConfigError as exc:  # never raise from a log call: use defaults
-                    error, settings = exc, Settings()
-                self.runtime = Runtime(settings, build_sink=False)
+                    runtime = Runtime(settings, build_sink=False)
+                except Exception as exc:
+                    errors.append(_output_error(settings, exc))
+                    settings = dataclasses.replace(settings, file=None)
+                    runtime = Runtime(settings, build_sink=False)
+                self.runtime = runtime
                 self._register_atexit()
-                if error is not None:
-                    self.runtime.report(
+                for error in errors:
+                    runtime.report(
                         "obs_internal_error",
                         logging.ERROR,
                         where="settings",
                         error_type="ConfigError",
                         error_message=str(error),
+                        variable=error.variable,
                     )
             return self.runtime
 
     def configure(self, overrides: dict[str, Any]) -> Settings:
-        """Build a new runtime from settings and swap it in; the old one is flushed."""
+        """Build a new runtime from settings and swap it in; the old one is flushed.
+
+        Raises :class:`ConfigError` (nothing changes) for a bad value or an ``OBS_FILE``
+        that cannot be opened. Threads logging meanwhile write every line once: the file
+        is handed over open when the path stays the same, and never closed under a writer.
+        """
         settings = load_settings(overrides)
         with self._lock:
             old = self.runtime
@@ -59,7 +80,15 @@ class Holder:
                 old.settings.dedup_capacity == settings.dedup_capacity
                 and old.settings.repeat_summary_seconds == settings.repeat_summary_seconds
             )
-            runtime = Runtime(settings, deduper=old.deduper if keep and old else None)
+            try:
+                output = build_output(
+                    settings, RankResolver().current(), old.output if old is not None else None
+                )
+            except Exception as exc:
+                raise _output_error(settings, exc) from None
+            runtime = Runtime(
+                settings, deduper=old.deduper if keep and old else None, output=output
+            )
             self.runtime = runtime
             if old is not None:
                 if not keep:

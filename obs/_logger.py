@@ -70,90 +70,90 @@ class BoundLogger:
         return BoundLogger(self._name, self._holder, dict(new_values))
 
     def is_enabled_for(self, level: int) -> bool:
-        """True when a call at ``level`` would be processed."""
+        """True when a call at ``level`` (without a ``stage``) would be processed."""
         rt = self._holder.runtime or self._holder.ensure()
         return level >= rt.level
 
-    # -- plain calls -----------------------------------------------------------------
+    # -- plain calls (the stage decides the level, then the level filter) ------------
 
-    def debug(self, event: str, **kw: Any) -> None:
-        """Log ``event`` at DEBUG."""
+    def debug(self, event: str, *args: Any, **kw: Any) -> None:
+        """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _D:
-            rt.log(self, _D, "debug", event, kw)
+        if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
+            rt.log(self, _D, "debug", event, kw, args)
 
-    def info(self, event: str, **kw: Any) -> None:
+    def info(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _I:
-            rt.log(self, _I, "info", event, kw)
+        if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
+            rt.log(self, _I, "info", event, kw, args)
 
-    def warning(self, event: str, **kw: Any) -> None:
+    def warning(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _W:
-            rt.log(self, _W, "warning", event, kw)
+        if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
+            rt.log(self, _W, "warning", event, kw, args)
 
     warn = warning
 
-    def error(self, event: str, **kw: Any) -> None:
+    def error(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _E:
-            rt.log(self, _E, "error", event, kw)
+        if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
+            rt.log(self, _E, "error", event, kw, args)
 
-    def exception(self, event: str, **kw: Any) -> None:
+    def exception(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR with the exception being handled."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _E:
+        if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             kw.setdefault("exc_info", True)
-            rt.log(self, _E, "error", event, kw)
+            rt.log(self, _E, "error", event, kw, args)
 
-    def critical(self, event: str, **kw: Any) -> None:
+    def critical(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at CRITICAL."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _C:
-            rt.log(self, _C, "critical", event, kw)
+        if (rt.effective_level(_C, kw["stage"]) if "stage" in kw else _C) >= rt.level:
+            rt.log(self, _C, "critical", event, kw, args)
 
     fatal = critical
 
-    def log(self, level: int, event: str, **kw: Any) -> None:
+    def log(self, level: int, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at a numeric ``level``."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= level:
+        if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
             if kw.get("once"):
-                rt.log_once(self, level, _method(level), event, kw)
+                rt.log_once(self, level, _method(level), event, kw, args)
             else:
-                rt.log(self, level, _method(level), event, kw)
+                rt.log(self, level, _method(level), event, kw, args)
 
     # -- once per key (scope defaults to "local", as vLLM's) -------------------------
 
-    def debug_once(self, event: str, **kw: Any) -> None:
+    def debug_once(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _D:
-            rt.log_once(self, _D, "debug", event, kw)
+        if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
+            rt.log_once(self, _D, "debug", event, kw, args)
 
-    def info_once(self, event: str, **kw: Any) -> None:
+    def info_once(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _I:
-            rt.log_once(self, _I, "info", event, kw)
+        if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
+            rt.log_once(self, _I, "info", event, kw, args)
 
-    def warning_once(self, event: str, **kw: Any) -> None:
+    def warning_once(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _W:
-            rt.log_once(self, _W, "warning", event, kw)
+        if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
+            rt.log_once(self, _W, "warning", event, kw, args)
 
-    def error_once(self, event: str, **kw: Any) -> None:
+    def error_once(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= _E:
-            rt.log_once(self, _E, "error", event, kw)
+        if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
+            rt.log_once(self, _E, "error", event, kw, args)
 
 
-def _method(level: int) -> str:
+def _method(level: float) -> str:
     if level >= _C:
         return "critical"
     if level >= _E:

@@ -4,31 +4,51 @@
 ``obs._config``, so a reconfiguration reaches loggers obtained earlier. Nothing in
 :meth:`Runtime.process` raises into the caller: a failing processor is reported once as
 ``obs_internal_error`` and the event is still written from a sanitised copy.
+
+Re-entrancy: a log call made while this thread is already inside one (a signal handler, a
+finaliser run by the garbage collector, a ``__repr__`` that logs) never takes a lock the
+outer call may hold. Its event is built and deferred, and the outer call writes it when it
+is done; what a deferred event logs in turn is deferred once more, and past that counted.
 """
 
 from __future__ import annotations
 
-__all__ = ["Runtime"]
+__all__ = ["CONTROL_KEYS", "Runtime", "build_output", "enumerate_args"]
 
 import logging
+import math
 import os
-import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from structlog import DropEvent
 from structlog.typing import EventDict, Processor
 
+from obs._output import FileSink, Output, StreamSink
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
-from obs.encode import Redactor, safe_repr, to_jsonable
+from obs.encode import Redactor, safe_repr, scrub_text, to_jsonable
 from obs.rank import RankInfo, RankResolver, add_rank_info
-from obs.render import ConsoleRenderer, JSONRenderer, TimeStamper, strip_control_keys
+from obs.render import (
+    CONTROL_FIELDS,
+    ConsoleRenderer,
+    JSONRenderer,
+    TimeStamper,
+    strip_control_keys,
+)
 from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
-from obs.severity import DEFAULT_POLICY, LEVEL_NAMES, StagePolicy, TagSeverity
+from obs.severity import (
+    DEFAULT_POLICY,
+    LEVEL_NAMES,
+    StagePolicy,
+    TagSeverity,
+    level_name,
+    severity_number,
+)
 
 if TYPE_CHECKING:
     from obs._logger import BoundLogger
@@ -39,69 +59,51 @@ _STDLIB_ATTRS = frozenset(
     | {"message", "asctime", "taskName"}
 )
 _METHOD_BY_LEVEL = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critical"}
+#: Fields the chain owns: a caller's field of that name is kept as ``user.<name>``.
+CONTROL_KEYS = frozenset(CONTROL_FIELDS)
+#: Control fields a call (not a bound value or contextvar) may set: the documented keywords.
+_CALL_KEYWORDS = frozenset({"stage", "body"})
+_CALL_CONTROL = CONTROL_KEYS - _CALL_KEYWORDS
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: Events deferred by re-entrant calls on one thread before further ones are counted.
+_MAX_DEFERRED = 256
 
 
-class _Output:
-    """Where rendered lines go: the stream (looked up per write, so redirection works)
-    in the configured format, and optionally a JSON-lines file."""
+class _Local(threading.local):
+    """Per-thread re-entrancy state: inside a log call, and what nested calls deferred."""
 
-    __slots__ = ("_file", "_lock", "_render", "_stream_name", "json")
+    busy = False
+    deferred: list[tuple[Runtime, str, EventDict]] | None = None
 
-    def __init__(self, settings: Settings, rank: RankInfo) -> None:
-        self._stream_name = settings.stream
-        stream = getattr(sys, settings.stream)
-        fmt = settings.format
-        if fmt == "auto":
-            try:
-                fmt = "console" if stream.isatty() else "json"
-            except Exception:
-                fmt = "json"
-        self.json = fmt == "json"
-        #: The event as one line, newline included.
-        self._render: Callable[[EventDict], str] = (
-            JSONRenderer.line if self.json else _console(ConsoleRenderer(colors=_colors_ok(stream)))
+
+_LOCAL = _Local()
+
+
+def _user_fields(ed: EventDict, fields: dict[str, Any], control: frozenset[str]) -> None:
+    """Add ``fields`` to ``ed``; one named like a control field goes in as ``user.<name>``."""
+    if control.isdisjoint(fields):
+        ed.update(fields)
+        return
+    for key, value in fields.items():
+        ed[f"user.{key}" if key in control else key] = value
+
+
+def _format_body(event: object, args: tuple[Any, ...]) -> str:
+    """``event % args`` as stdlib does, or a readable fallback when the format does not fit."""
+    try:
+        return str(event) % (args[0] if len(args) == 1 and isinstance(args[0], dict) else args)
+    except Exception as exc:
+        return (
+            f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"
+            f" (formatting failed: {type(exc).__name__})"
         )
-        self._lock = threading.Lock()
-        self._file = None
-        if settings.file:
-            path = settings.file.format(
-                rank=rank.rank,
-                local_rank=rank.local_rank,
-                node_rank=rank.node_rank,
-                host=rank.host,
-                pid=os.getpid(),
-            )
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
-
-    def write(self, event_dict: EventDict) -> None:
-        line = self._render(event_dict)
-        getattr(sys, self._stream_name).write(line)
-        if self._file is not None:
-            data = line if self.json else JSONRenderer.line(event_dict)
-            with self._lock:
-                self._file.write(data)
-
-    def flush(self) -> None:
-        try:
-            getattr(sys, self._stream_name).flush()
-            if self._file is not None:
-                self._file.flush()
-        except Exception:  # a closed stream at exit is not our caller's problem
-            return
-
-    def close(self) -> None:
-        self.flush()
-        if self._file is not None:
-            try:
-                self._file.close()
-            except Exception:
-                return
-            self._file = None
 
 
-def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], str]:
-    return lambda ed: renderer(None, "", ed) + "\n"
+def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
+    def render(ed: EventDict) -> bytes:
+        return (renderer(None, "", ed) + "\n").encode("utf-8", "backslashreplace")
+
+    return render
 
 
 def _colors_ok(stream: Any) -> bool:
@@ -111,22 +113,56 @@ def _colors_ok(stream: Any) -> bool:
         return False
 
 
+def build_output(settings: Settings, rank: RankInfo, reuse: Output | None = None) -> Output:
+    """The stream and file sinks for ``settings`` (the file of ``reuse`` kept if same path).
+
+    Raises ``OSError``/``ValueError`` for a file that cannot be opened: the holder turns that
+    into a :class:`obs.ConfigError` naming the variable.
+    """
+    stream = StreamSink(settings.stream) if settings.stream != "none" else None
+    fmt = settings.format
+    if fmt == "auto":
+        try:
+            fmt = "console" if stream is not None and stream.stream().isatty() else "json"
+        except Exception:
+            fmt = "json"
+    file = None
+    if settings.file:
+        path = settings.file.format(
+            rank=rank.rank,
+            local_rank=rank.local_rank,
+            node_rank=rank.node_rank,
+            host=rank.host,
+            pid=os.getpid(),
+        )
+        if reuse is not None and reuse.file is not None and reuse.file.path == path:
+            file = reuse.file
+        else:
+            file = FileSink(path)
+    return Output(stream, file, json=fmt == "json")
+
+
 class Runtime:
     """A configured chain: settings, rank resolver, dedup table, export sink, output."""
 
     __slots__ = (
-        "_guard",
+        "_console",
+        "_drops_reported",
         "_output",
         "_reported",
         "captures",
+        "closed",
         "deduper",
         "export_level",
         "level",
         "policy",
         "processors",
+        "reentrant_dropped",
         "resolver",
         "settings",
+        "ship_level",
         "sink",
+        "unexported_after_shutdown",
         "unreported_errors",
     )
 
@@ -137,6 +173,7 @@ class Runtime:
         deduper: Deduper | None = None,
         policy: StagePolicy = DEFAULT_POLICY,
         build_sink: bool = True,
+        output: Output | None = None,
     ) -> None:
         self.settings = settings
         self.level = settings.level
@@ -144,21 +181,33 @@ class Runtime:
         self.resolver = RankResolver()
         self.deduper = deduper or Deduper(settings.dedup_capacity, settings.repeat_summary_seconds)
         self.captures: list[list[dict[str, Any]]] = []
-        self._guard = threading.local()
         self._reported: set[tuple[str, str]] = set()
         self.unreported_errors = 0
+        self.reentrant_dropped = 0
+        self.unexported_after_shutdown = 0
+        self._drops_reported: dict[str, int] = {}
+        self.closed = False
+        self._output = output or build_output(settings, self.resolver.current())
+        self._console: Callable[[EventDict], bytes] = (
+            JSONRenderer.line_bytes
+            if self._output.json
+            else _console(ConsoleRenderer(colors=self._stream_colors()))
+        )
         self.sink: Any = None
         if build_sink:
             from obs.otel import build_export_sink  # noqa: PLC0415 - the SDK loads only when used
 
             self.sink = build_export_sink(settings, self.resolver, self.report)
         self.export_level = settings.export_all_ranks_level if self.sink is not None else _NEVER
+        #: Hidden-by-scope records at or above this still go to the shipping sinks.
+        shipping = self.sink is not None or self._output.file is not None
+        self.ship_level = settings.export_all_ranks_level if shipping else _NEVER
         chain: list[Processor] = [
             merge_contextvars,
             add_rank_info(self.resolver),
             TagSeverity(policy),
-            DecideScope(self.resolver, self.export_level if self.sink is not None else None),
-            Dedup(self.deduper),
+            DecideScope(self.resolver, self.ship_level if shipping else None),
+            Dedup(self.deduper, on_bad_argument=self._bad_argument),
             AddCallsite(),
             TimeStamper(),
             Redactor(),
@@ -166,17 +215,67 @@ class Runtime:
         if self.sink is not None:
             chain.append(self.sink)
         self.processors: Sequence[Processor] = tuple(chain)
-        self._output = _Output(settings, self.resolver.current())
+
+    def _stream_colors(self) -> bool:
+        stream = self._output.stream
+        return stream is not None and _colors_ok(stream.stream())
+
+    @property
+    def output(self) -> Output:
+        """The stream and file sinks (shared with the next runtime when the file is the same)."""
+        return self._output
 
     # -- the hot paths ---------------------------------------------------------------
 
-    def log(
+    def effective_level(self, level: int, stage: object) -> int:
+        """The level a call at ``level`` with ``stage`` is logged at: the stage decides."""
+        try:
+            rule = self.policy.rules.get(stage)  # type: ignore[call-overload]
+        except Exception:  # an unhashable stage
+            return level
+        return rule.level if rule is not None else level
+
+    def _entry(  # noqa: PLR0917 - the hot path passes positionally
+        self,
+        logger: BoundLogger,
+        level: int,
+        event: object,
+        kw: dict[str, Any],
+        args: tuple[Any, ...],
+        depth: int,
+    ) -> EventDict:
+        """The event dict of a logger call: control fields first, user fields never over them."""
+        if type(event) is not str:
+            event = event if isinstance(event, str) else safe_repr(event, 1000)
+        ed: EventDict = {
+            "timestamp": None,
+            "severity_text": None,
+            "severity_number": None,
+            "event": event,
+            "body": event if not args else _format_body(event, args),
+            "logger": logger._name,
+        }
+        context = logger._context
+        flat = logger._flat
+        if context:
+            _user_fields(ed, context, CONTROL_KEYS)
+        if kw:
+            _user_fields(ed, kw, _CALL_CONTROL)
+            if flat and not _PLAIN.issuperset(map(type, kw.values())):
+                flat = False
+        ed["_obs_level"] = level
+        ed["_obs_depth"] = depth
+        ed["_obs_flat"] = flat
+        return ed
+
+    def log(  # noqa: PLR0917 - the hot path passes positionally
         self,
         logger: BoundLogger,
         level: int,
         method: str,
         event: str,
         kw: dict[str, Any],
+        args: tuple[Any, ...] = (),
         *,
         depth: int = 4,
     ) -> None:
@@ -185,108 +284,156 @@ class Runtime:
         ``depth``: where the logger's caller sits, counted from a processor's frame up
         (processor -> process -> log -> logger method -> caller), for the callsite walk.
         """
-        ed: EventDict = {
-            "timestamp": None,
-            "severity_text": None,
-            "severity_number": None,
-            "event": event,
-            "body": event,
-            "logger": logger._name,
-        }
-        context = logger._context
-        if context:
-            ed.update(context)
-        flat = logger._flat  # no dict among the values: the redactor skips its nested pass
-        if kw:
-            ed.update(kw)
-            if flat and dict in map(type, kw.values()):
-                flat = False
-        ed["_obs_level"] = level
-        ed["_obs_depth"] = depth
-        ed["_obs_flat"] = flat
-        self.process(method, ed)
+        local = _LOCAL
+        if local.busy:
+            self._defer(self._entry(logger, level, event, kw, args, depth), method)
+            return
+        local.busy = True
+        try:
+            self._process(method, self._entry(logger, level, event, kw, args, depth))
+        finally:
+            local.busy = False
+            if local.deferred:
+                self._drain(local)
 
-    def log_once(
-        self, logger: BoundLogger, level: int, method: str, event: str, kw: dict[str, Any]
+    def log_once(  # noqa: PLR0917 - the hot path passes positionally
+        self,
+        logger: BoundLogger,
+        level: int,
+        method: str,
+        event: str,
+        kw: dict[str, Any],
+        args: tuple[Any, ...] = (),
     ) -> None:
         """``*_once``: scope then dedup decided before any dict is built (the repeat path)."""
         scope = kw.pop("scope", "local")
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
         kw.pop("once", None)
-        deduper = self.deduper
-        try:
-            if "stage" in kw:
-                rule = self.policy.rules.get(kw["stage"])
-                if rule is not None and rule.level > level:
-                    level = rule.level
-            if level < self.export_level:
-                if scope == "local":
-                    if self.resolver.current().local_rank != 0:
-                        return
-                elif scope != "process" and not scope_allows(scope, self.resolver.current()):
-                    return
-            context = logger._context
-            name = logger._name
-            key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
-            admitted = not deduper.repeat(key) and deduper.admit(
-                key, event=event, level=level, logger=name
-            )
-        except Exception:  # an unhashable stage, once_key or event: never raise into the
-            kw.update(scope=scope, once=True)  # caller; the guarded processor path decides
-            if once_key is not None:  # (and reports what failed, once)
+        local = _LOCAL
+        if local.busy:  # re-entrant: the chain's Dedup decides later, lock-free here
+            kw.update(scope=scope, once=True)
+            if once_key is not None:
                 kw["once_key"] = once_key
-            self.log(logger, level, method, event, kw, depth=5)
+            self._defer(self._entry(logger, level, event, kw, args, 4), method)
             return
-        if not admitted:
-            if deduper.summary_due:
-                self.emit_summaries()
-            return
-        if admitted == OVERFLOW:
-            kw["dedup_overflow"] = True
-        kw["scope"] = scope
-        self.log(logger, level, method, event, kw, depth=5)
+        deduper = self.deduper
+        local.busy = True
+        try:
+            try:
+                if "stage" in kw:
+                    level = self.effective_level(level, kw["stage"])
+                if level < self.ship_level:
+                    if type(scope) is str and scope == "local":
+                        if self.resolver.current().local_rank != 0:
+                            return
+                    elif not (type(scope) is str and scope == "process") and not scope_allows(
+                        scope, self.resolver.current()
+                    ):
+                        return
+                context = logger._context
+                name = logger._name
+                key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
+                admitted = not deduper.repeat(key) and deduper.admit(
+                    key, event=event, level=level, logger=name
+                )
+            except Exception:  # an odd stage, scope, once_key or event: the guarded
+                kw.update(scope=scope, once=True)  # processor path decides (and reports)
+                if once_key is not None:
+                    kw["once_key"] = once_key
+                self._process(method, self._entry(logger, level, event, kw, args, 4))
+                return
+            if not admitted:
+                if deduper.summary_due:
+                    self._emit_summaries()
+                return
+            if admitted == OVERFLOW:
+                kw["dedup_overflow"] = True
+            kw["scope"] = scope
+            self._process(method, self._entry(logger, level, event, kw, args, 4))
+        finally:
+            local.busy = False
+            if local.deferred:
+                self._drain(local)
 
     def admit_once(
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
     ) -> bool | Literal["overflow"]:
         """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup.
 
-        :data:`obs.dedup.OVERFLOW` (truthy) when admitted through the full table's overflow slot.
+        :data:`obs.dedup.OVERFLOW` (truthy) when admitted through the full table's overflow
+        slot. Re-entrant (a signal handler inside a log call): admitted, never blocking.
         """
-        if level < self.export_level and not scope_allows(scope, self.resolver.current()):
+        if _LOCAL.busy:
+            return True
+        try:
+            if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
+                return False
+            key = make_key(
+                name,
+                level,
+                event if isinstance(event, str) else safe_repr(event, 200),
+                dict(enumerate_args(args)),
+            )
+        except Exception:
+            return True
+        _LOCAL.busy = True
+        try:
+            admitted = self.deduper.admit(key, event=str(event), level=level, logger=name)
+            if admitted:
+                return admitted
+            if self.deduper.summary_due:
+                self._emit_summaries()
             return False
-        key = make_key(
-            name,
-            level,
-            event if isinstance(event, str) else safe_repr(event, 200),
-            dict(enumerate_args(args)),
-        )
-        admitted = self.deduper.admit(key, event=str(event), level=level, logger=name)
-        if admitted:
-            return admitted
-        if self.deduper.summary_due:
-            self.emit_summaries()
-        return False
+        finally:
+            _LOCAL.busy = False
+            if _LOCAL.deferred:
+                self._drain(_LOCAL)
 
     def process(self, method: str, event_dict: EventDict) -> None:
-        """Run the chain and write the result; never raises."""
+        """Run ``event_dict`` through the chain and write it; never raises or blocks on a
+        lock this thread holds (a re-entrant call is deferred)."""
+        local = _LOCAL
+        if local.busy:
+            self._defer(event_dict, method)
+            return
+        local.busy = True
+        try:
+            self._process(method, event_dict)
+        finally:
+            local.busy = False
+            if local.deferred:
+                self._drain(local)
+
+    def _process(self, method: str, event_dict: EventDict) -> None:
         try:
             for processor in self.processors:
                 event_dict = processor(None, method, event_dict)  # type: ignore[assignment]
-            if self.captures:
-                snapshot = dict(strip_control_keys(dict(event_dict)))
-                for sink in self.captures:
-                    sink.append(dict(snapshot))
-            if event_dict.get("_obs_console", True):
-                self._output.write(strip_control_keys(event_dict))
+            self._write(event_dict)
         except DropEvent:
             pass
         except Exception as exc:
             self._fallback_write(event_dict, exc)
-        if (self.deduper.summary_due or self.deduper.capacity_reached) and not getattr(
-            self._guard, "active", False
-        ):  # not while reporting: the nested reports would be dropped after the drain
-            self.emit_summaries()
+        if self.deduper.summary_due or self.deduper.capacity_reached:
+            self._emit_summaries()
+
+    def _write(self, event_dict: EventDict) -> None:
+        console = event_dict.pop("_obs_console", True)
+        if self.closed and event_dict.get("_obs_level", 0) >= self.settings.export_all_ranks_level:
+            self.unexported_after_shutdown += 1
+            if self.settings.logs_exporter == "otlp":
+                event_dict["obs.export"] = "skipped_after_shutdown"
+        strip_control_keys(event_dict)
+        if self.captures:
+            for sink in self.captures:
+                sink.append(dict(event_dict))
+        output = self._output
+        line = None
+        if output.file is not None or (console and output.json):
+            line = JSONRenderer.line_bytes(event_dict)
+        shown = None
+        if console and output.stream is not None:
+            shown = line if output.json else self._console(event_dict)
+        output.write(shown, line)
 
     def log_record(self, record: logging.LogRecord, *, export: bool = True) -> None:
         """Run a stdlib ``LogRecord`` through the same chain (the bridge's entry)."""
@@ -310,15 +457,24 @@ class Runtime:
                 "body": body,
                 "logger": record.name,
             }
-            for key, value in record.__dict__.items():
-                if key not in _STDLIB_ATTRS and key != "event":
-                    ed[key] = value
+            extras = {
+                k: v
+                for k, v in record.__dict__.items()
+                if k not in _STDLIB_ATTRS and k != "event" and not str(k).startswith("_obs_")
+            }
+            if extras:
+                _user_fields(ed, extras, _CALL_CONTROL)
             ed["code.file.path"] = record.pathname
             ed["code.line.number"] = record.lineno
             ed["code.function.name"] = record.funcName
             if record.exc_info:
                 ed["exc_info"] = record.exc_info
-            ed["_obs_level"] = record.levelno
+            level = record.levelno
+            if "stage" in ed:
+                level = self.effective_level(level, ed["stage"])
+                if level < self.level:  # the stage lowered it below what is logged
+                    return
+            ed["_obs_level"] = level
             ed["_obs_time_ns"] = round(record.created * 1e6) * 1000  # float s, exact to the us
             if not export:
                 ed["_obs_no_export"] = True
@@ -327,18 +483,62 @@ class Runtime:
                 {"event": "obs_unbridgeable_record", "logger": getattr(record, "name", "?")}, exc
             )
             return
-        self.process(_METHOD_BY_LEVEL.get(record.levelno, "info"), ed)
+        self.process(_METHOD_BY_LEVEL.get(level, "info"), ed)
+
+    # -- re-entrancy -----------------------------------------------------------------
+
+    def _defer(self, event_dict: EventDict, method: str) -> None:
+        """Keep a re-entrant call's event for the outer call to write (never blocks)."""
+        local = _LOCAL
+        deferred = local.deferred
+        if deferred is None:
+            deferred = local.deferred = []
+        if len(deferred) >= _MAX_DEFERRED:
+            self.reentrant_dropped += 1
+            self.deduper.summary_due = True  # reported with the next summaries
+            return
+        try:
+            if "code.file.path" not in event_dict:
+                frame = AddCallsite().find_caller(1)
+                if frame is not None:
+                    event_dict["code.file.path"] = frame.f_code.co_filename
+                    event_dict["code.line.number"] = frame.f_lineno
+                    event_dict["code.function.name"] = frame.f_code.co_name
+            event_dict.setdefault("_obs_time_ns", time.time_ns())
+        except Exception:
+            event_dict.pop("code.file.path", None)
+        deferred.append((self, method, event_dict))
+
+    @staticmethod
+    def _drain(local: _Local) -> None:
+        """Write what re-entrant calls deferred; what those log in turn is deferred once
+        more, and what they defer after that is counted as dropped."""
+        for generation in range(2):
+            deferred, local.deferred = local.deferred, None
+            if not deferred:
+                return
+            local.busy = True
+            try:
+                for runtime, method, event_dict in deferred:
+                    runtime._process(method, event_dict)
+            finally:
+                local.busy = False
+            if generation == 1 and local.deferred:
+                rest, local.deferred = local.deferred, None
+                for runtime, _, _ in rest:
+                    runtime.reentrant_dropped += 1
+                    runtime.deduper.summary_due = True  # reported with the next summaries
 
     # -- internal events -------------------------------------------------------------
 
     def report(self, event: str, level: int = logging.WARNING, **fields: Any) -> None:
-        """Emit an obs-internal event through the chain; a failure inside is counted."""
-        guard = self._guard
-        if getattr(guard, "active", False):
-            self.unreported_errors += 1
-            return
-        guard.active = True
+        """Emit an obs-internal event through the chain; never raises. Messages are scrubbed
+        of URL passwords and bearer tokens, since they may quote an endpoint or a header."""
         try:
+            for key in ("error_message", "body", "reason"):
+                value = fields.get(key)
+                if isinstance(value, str):
+                    fields[key] = scrub_text(value)
             ed: EventDict = {
                 "timestamp": None,
                 "severity_text": None,
@@ -347,11 +547,28 @@ class Runtime:
                 "body": fields.pop("body", event),
                 "logger": fields.pop("logger", "obs"),
             }
-            ed.update(fields)
+            _user_fields(ed, fields, _CALL_CONTROL)
             ed["_obs_level"] = level
+            ed["_obs_internal"] = True
             self.process(_METHOD_BY_LEVEL.get(level, "warning"), ed)
-        finally:
-            guard.active = False
+        except Exception:
+            self.unreported_errors += 1
+
+    def _bad_argument(self, argument: str, value: object) -> None:
+        self._report_once(
+            ("argument", argument),
+            "obs_internal_error",
+            where="obs.dedup",
+            error_type="ValueError",
+            error_message=f"{argument}={safe_repr(value, 100)} is not valid "
+            "(expected a positive number): logged without throttling",
+        )
+
+    def _report_once(self, signature: tuple[str, str], event: str, **fields: Any) -> None:
+        if signature in self._reported:
+            return
+        self._reported.add(signature)
+        self.report(event, logging.ERROR, **fields)
 
     def _fallback_write(self, event_dict: EventDict, exc: Exception) -> None:
         where = "chain"
@@ -360,38 +577,57 @@ class Runtime:
             tb = tb.tb_next
         if tb is not None:
             where = f"{tb.tb_frame.f_globals.get('__name__', '?')}.{tb.tb_frame.f_code.co_name}"
-        signature = (where, type(exc).__name__)
+        level = event_dict.get("_obs_level", logging.INFO)
+        if type(level) is not int:
+            level = logging.INFO
         try:
             safe = to_jsonable(
                 {k: v for k, v in event_dict.items() if not str(k).startswith("_obs_")}
             )
             safe = Redactor()(None, "", safe)  # the chain may have failed before redaction
+            for key in list(safe):
+                if key in CONTROL_KEYS and key not in {"event", "body", "logger", "stage"}:
+                    del safe[key]  # the chain failed to set these: they are set below
+            safe["severity_text"] = LEVEL_NAMES.get(level) or level_name(level)
+            safe["severity_number"] = severity_number(level)
+            ns = event_dict.get("_obs_time_ns")
+            safe["timestamp"] = TimeStamper()(
+                None, "", {"_obs_time_ns": ns} if type(ns) is int else {}
+            )["timestamp"]
+            if not isinstance(safe.get("event"), str):
+                safe["event"] = "obs_unrenderable_event"
             safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
-            if isinstance(safe.get("severity_text"), str) is False:
-                safe["severity_text"] = LEVEL_NAMES.get(
-                    int(event_dict.get("_obs_level", 20) or 20), "INFO"
-                )
-            if not isinstance(safe.get("timestamp"), str):
-                safe["timestamp"] = TimeStamper()(None, "", {})["timestamp"]
-            self._output.write(safe)
+            line = JSONRenderer.line_bytes(safe)
+            self._output.write(line if self._output.json else self._console(safe), line)
         except Exception:
             self.unreported_errors += 1
-        if signature not in self._reported:
-            self._reported.add(signature)
-            self.report(
-                "obs_internal_error",
-                logging.ERROR,
-                where=where,
-                error_type=type(exc).__name__,
-                error_message=safe_repr(exc, 1000),
-            )
+        self._report_once(
+            (where, type(exc).__name__),
+            "obs_internal_error",
+            where=where,
+            error_type=type(exc).__name__,
+            error_message=safe_repr(exc, 1000),
+        )
 
     def emit_summaries(self) -> None:
         """Emit ``log_repeats_suppressed`` for keys that repeated (and the capacity notice)."""
+        local = _LOCAL
+        if local.busy:
+            return  # the outer call drains them when it is done
+        local.busy = True
+        try:
+            self._emit_summaries()
+        finally:
+            local.busy = False
+            if local.deferred:
+                self._drain(local)
+
+    def _emit_summaries(self) -> None:
+        self._report_drops()
         deduper = self.deduper
         if deduper.capacity_reached:
             deduper.capacity_reached = False
-            self.report(
+            self._report_internal(
                 "obs_dedup_capacity_reached",
                 logging.WARNING,
                 capacity=deduper.capacity,
@@ -403,7 +639,46 @@ class Runtime:
             summary["body"] = (
                 f"{summary['original_event']} repeated {summary['suppressed_count']} more times"
             )
-            self.report("log_repeats_suppressed", level, logger=logger, **summary)
+            self._report_internal("log_repeats_suppressed", level, logger=logger, **summary)
+
+    def _report_drops(self) -> None:
+        """``obs_records_dropped`` for what re-entrant calls or a broken stream lost."""
+        for reason, count in (
+            ("reentrant", self.reentrant_dropped),
+            ("write_failed", self._output.dropped),
+        ):
+            new = count - self._drops_reported.get(reason, 0)
+            if new > 0:
+                self._drops_reported[reason] = count
+                self._report_internal(
+                    "obs_records_dropped",
+                    logging.WARNING,
+                    reason=reason,
+                    count=new,
+                    body=f"{new} records not written ({reason})",
+                )
+
+    def _report_internal(self, event: str, level: int, **fields: Any) -> None:
+        """:meth:`report` from inside a call that already holds the re-entrancy mark."""
+        ed: EventDict = {
+            "timestamp": None,
+            "severity_text": None,
+            "severity_number": None,
+            "event": event,
+            "body": fields.pop("body", event),
+            "logger": fields.pop("logger", "obs"),
+        }
+        _user_fields(ed, fields, _CALL_CONTROL)
+        ed["_obs_level"] = level
+        ed["_obs_internal"] = True
+        try:
+            for processor in self.processors:
+                ed = processor(None, _METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
+            self._write(ed)
+        except DropEvent:
+            return
+        except Exception:
+            self.unreported_errors += 1
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -420,11 +695,13 @@ class Runtime:
         return ok
 
     def shutdown(self, timeout: float | None = None) -> bool:
-        """Flush, then stop the export sink within the timeout; the runtime stays usable
-        for console output afterwards."""
+        """Flush, then stop the export sink within the timeout. The stream and the file stay
+        open: records logged afterwards (atexit handlers) are still written there, and those
+        that would have been exported are counted (``unexported_after_shutdown``)."""
         self.emit_summaries()
         ok = True
         sink, self.sink = self.sink, None
+        self.closed = True
         if sink is not None:
             try:
                 ok = bool(sink.shutdown(self._budget(timeout)))
@@ -432,15 +709,14 @@ class Runtime:
                 ok = False
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
-        self._output.close()
+        self._output.flush()
         return ok
 
     def _budget(self, timeout: float | None) -> float:
-        return (
-            self.settings.shutdown_timeout
-            if timeout is None
-            else min(timeout, self.settings.shutdown_timeout)
-        )
+        budget = self.settings.shutdown_timeout
+        if timeout is not None and math.isfinite(timeout):
+            budget = min(max(timeout, 0.0), budget)
+        return budget
 
 
 def enumerate_args(args: tuple[Any, ...]) -> list[tuple[str, Any]]:

@@ -2,8 +2,9 @@
 
 The same contract as :func:`structlog.contextvars.merge_contextvars` (fields bound with
 ``structlog.contextvars.bind_contextvars`` are added unless the call passed the same key),
-plus one thing the redactor relies on: a merged ``dict`` value clears the ``_obs_flat``
-mark, so nested secrets in context fields are still redacted.
+plus two things: a context field named like a control field (``outcome``, ``event``,
+``rank``, ...) is kept as ``user.<name>`` and never overwrites it, and a merged value that
+is not a plain scalar clears the ``_obs_flat`` mark, so nested secrets are still redacted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import contextvars
 from structlog.contextvars import STRUCTLOG_KEY_PREFIX
 from structlog.typing import EventDict, WrappedLogger
 
+from obs.render import CONTROL_FIELDS
+
 _PREFIX_LEN = len(STRUCTLOG_KEY_PREFIX)
+_PLAIN = (str, int, float, bool, type(None))
+#: The chain's own fields (the same set as ``obs.render.CONTROL_FIELDS``).
+_CONTROL = frozenset(CONTROL_FIELDS)
 
 
 def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
@@ -23,8 +29,10 @@ def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: Event
     for var, value in contextvars.copy_context().items():
         if value is not Ellipsis and var.name.startswith(STRUCTLOG_KEY_PREFIX):
             key = var.name[_PREFIX_LEN:]
+            if key in _CONTROL:
+                key = "user." + key
             if key not in event_dict:
                 event_dict[key] = value
-                if type(value) is dict:
+                if type(value) not in _PLAIN:
                     event_dict["_obs_flat"] = False
     return event_dict

@@ -28,9 +28,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from structlog import DropEvent
 from structlog.typing import EventDict, WrappedLogger
 
-from obs.encode import safe_repr
+from obs.encode import REDACTED, is_secret_key, safe_repr, to_jsonable
 
 Key = tuple[Any, ...]
 OVERFLOW_KEY = "<overflow>"
@@ -60,15 +61,26 @@ _NOT_KEY = frozenset(
 )
 
 
+#: Strings longer than this are keyed by length, prefix and hash, not held whole.
+_LONG = 1024
+
+
 def _kv(value: object) -> object:
     cls = type(value)
     if cls is str:
-        return value
-    if cls is int or cls is bool or value is None or cls is bytes:
+        return value if len(value) <= _LONG else _long(value)  # type: ignore[arg-type]
+    if cls is int or cls is bool or value is None:
         return (cls, value)
+    if isinstance(value, bytes) and cls is bytes:
+        return (cls, value) if len(value) <= _LONG else (cls, _long(value.hex()))
     if cls is float:
         return (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
-    return ("repr", safe_repr(value, 200))
+    # Anything else by its bounded, redacted JSON form: never held, never unhashable.
+    return ("repr", safe_repr(to_jsonable(value), 200))
+
+
+def _long(text: str) -> tuple[str, int, str, int]:
+    return ("long", len(text), text[:256], hash(text))
 
 
 def make_key(
@@ -84,10 +96,14 @@ def make_key(
     fields only. 1, 1.0 and True are different keys (vLLM's cache merges them).
     """
     if once_key is not None:
-        if isinstance(once_key, str):
-            return (logger, level, "once_key", once_key)
-        if isinstance(once_key, Sequence):
-            return (logger, level, event, *[x for k in once_key for x in (k, _kv(fields.get(k)))])
+        if type(once_key) is str:
+            return (logger, level, "once_key", _kv(once_key))
+        if isinstance(once_key, Sequence) and not isinstance(once_key, (str, bytes)):
+            try:
+                names = [k if type(k) is str else safe_repr(k, 200) for k in once_key[:64]]
+                return (logger, level, event, *[x for k in names for x in (k, _kv(fields.get(k)))])
+            except Exception:  # an odd sequence: keyed by its stable encoding
+                return (logger, level, "once_key", ("repr", safe_repr(once_key, 200)))
         return (logger, level, "once_key", _kv(once_key))
     if not fields:
         return (logger, level, event)
@@ -95,7 +111,7 @@ def make_key(
         for name, value in fields.items():
             if name in _NOT_KEY or name[:5] == "_obs_":
                 return (logger, level, event)
-            return (logger, level, event, name, value if type(value) is str else _kv(value))
+            return (logger, level, event, name, _kv(value))
     parts: list[object] = [logger, level, event]
     for name in sorted(fields):
         if name in _NOT_KEY or name[:5] == "_obs_":
@@ -150,10 +166,14 @@ def key_text(key: Key) -> str:
     rest = key[3:]
     pairs = []
     for i in range(0, len(rest) - 1, 2):
-        value = rest[i + 1]
-        if isinstance(value, tuple) and len(value) == 2:
+        name, value = rest[i], rest[i + 1]
+        if is_secret_key(name):
+            value = REDACTED
+        elif isinstance(value, tuple) and value and value[0] == "long":
+            value = f"{value[2]}...[{value[1]} chars]"
+        elif isinstance(value, tuple) and len(value) == 2:
             value = value[1] if value[0] == "repr" else repr(value[1])
-        pairs.append(f"{rest[i]}={value}")
+        pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={value}")
     if len(rest) % 2:
         pairs.append(str(rest[-1]))
     text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
@@ -335,10 +355,16 @@ class Dedup:
     raises :class:`structlog.DropEvent` and is counted.
     """
 
-    __slots__ = ("_deduper",)
+    __slots__ = ("_deduper", "_on_bad_argument")
 
-    def __init__(self, deduper: Deduper | None = None) -> None:
+    def __init__(
+        self,
+        deduper: Deduper | None = None,
+        on_bad_argument: Callable[[str, object], None] | None = None,
+    ) -> None:
         self._deduper = deduper if deduper is not None else Deduper()
+        #: Told about an ``every_n``/``every_seconds`` that is not a positive number.
+        self._on_bad_argument = on_bad_argument
 
     @property
     def deduper(self) -> Deduper:
@@ -348,20 +374,24 @@ class Dedup:
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         once = event_dict.pop("once", None)
         once_key = event_dict.pop("once_key", None)
-        every_n = event_dict.pop("every_n", None) or 0
-        every_seconds = event_dict.pop("every_seconds", None) or 0.0
+        every_n = event_dict.pop("every_n", None)
+        every_seconds = event_dict.pop("every_seconds", None)
+        if every_n is not None:
+            every_n = self._positive("every_n", every_n, int)
+        if every_seconds is not None:
+            every_seconds = self._positive("every_seconds", every_seconds, float)
         if not (once or once_key is not None or every_n or every_seconds):
             return event_dict
-        from structlog import DropEvent  # noqa: PLC0415 - keep the module's import light
-
         name = str(event_dict.get("logger", ""))
-        level = int(event_dict.get("_obs_level", 0))
-        event = str(event_dict.get("event", ""))
+        level = event_dict.get("_obs_level", 0)
+        level = level if type(level) is int else 0
+        event = event_dict.get("event", "")
+        event = event if type(event) is str else safe_repr(event, 200)
         key = make_key(name, level, event, event_dict, once_key)
         admitted = self._deduper.admit(
             key,
-            every_n=int(every_n),
-            every_seconds=float(every_seconds),
+            every_n=every_n or 0,
+            every_seconds=every_seconds or 0.0,
             event=event,
             level=level,
             logger=name,
@@ -371,3 +401,15 @@ class Dedup:
         if admitted == OVERFLOW:
             event_dict["dedup_overflow"] = True
         return event_dict
+
+    def _positive(self, name: str, value: object, kind: Callable[[Any], Any]) -> Any:
+        """``value`` as a positive finite number, else None (no throttling) and a report."""
+        try:
+            number = kind(value) if not isinstance(value, bool) else 0
+            if number > 0 and math.isfinite(number) and number == value:
+                return number
+        except (TypeError, ValueError, OverflowError):
+            pass
+        if self._on_bad_argument is not None:
+            self._on_bad_argument(name, value)
+        return None

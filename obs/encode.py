@@ -2,24 +2,40 @@
 
 Log fields come from application code and may be anything: tensors (whose ``repr`` can
 sync a GPU or print megabytes), objects with a broken ``__repr__``, recursive containers,
-huge strings, non-str keys. Everything here turns such values into JSON/OTLP-safe data and
-never raises.
+huge strings, ints or keys, lone surrogates, non-str keys. Everything here turns such
+values into JSON/OTLP-safe data, bounded in time and size, and never raises.
+
+Secrets: one key normaliser (:func:`key_words`: case, ``-``, ``_``, ``.``, camelCase) and
+one table of secret words decide whether a field's value is shown; every container kind
+(any ``Mapping``, sequences, sets, dataclasses, attrs classes, named tuples) is walked
+with the same rule, so a secret two levels down in a list of dicts is redacted too.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_ITEMS",
+    "MAX_KEY",
+    "MAX_STR",
+    "MAX_WALK",
     "REDACTED",
-    "SECRET_KEY_PARTS",
-    "SECRET_LAST_WORDS",
+    "SECRET_PAIRS",
+    "SECRET_WORDS",
     "Redactor",
     "format_exception",
+    "is_secret_key",
+    "key_words",
     "safe_repr",
+    "scrub_text",
     "to_jsonable",
     "to_otel_value",
 ]
 
+import dataclasses
+import itertools
 import re
+import reprlib
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
@@ -29,29 +45,116 @@ from typing import Any
 from structlog.typing import EventDict, WrappedLogger
 
 REDACTED = "[REDACTED]"
-#: A field whose lower-cased name contains one of these has its value redacted.
-SECRET_KEY_PARTS: tuple[str, ...] = (
-    "authorization",
-    "password",
-    "passwd",
-    "secret",
-    "api_key",
-    "apikey",
-    "api-key",
-    "cookie",
-    "credential",
-    "private_key",
+
+#: A key any of whose words (after :func:`key_words`) is one of these is secret.
+SECRET_WORDS: frozenset[str] = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "secrets",
+        "cookie",
+        "cookies",
+        "credential",
+        "credentials",
+        "authorization",
+        "bearer",
+        "apikey",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "authtoken",
+        "sessiontoken",
+        "xapikey",
+        "setcookie",
+    }
 )
-#: ... and so does one whose last word is one of these (``hf_token``, ``otlp_headers``),
+#: ... or whose last word is one of these (``hf_token``, ``otlp_headers``, ``basic_auth``),
 #: so ``max_token_num`` or ``num_tokens`` stay readable.
-SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "auth", "bearer"})
-_WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth"})
+#: ... or that has one of these adjacent word pairs (``X-Api-Key``, ``privateKey``).
+SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("api", "key"),
+        ("private", "key"),
+        ("access", "key"),
+        ("secret", "key"),
+        ("signing", "key"),
+        ("encryption", "key"),
+        ("client", "key"),
+        ("ssh", "key"),
+        ("session", "id"),
+    }
+)
+#: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
+_SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "secret", "credential", "authorization")
 
 MAX_STR = 16 * 1024
+MAX_KEY = 256
 MAX_DEPTH = 8
 MAX_ITEMS = 256
+#: Values visited in one walk, whatever the shape (wide and deep together).
+MAX_WALK = 4096
+#: Exceptions of a ``__cause__``/``__context__`` chain that are formatted.
+MAX_CHAIN = 8
+MAX_STACK = 64 * 1024
 _INT64 = (-(2**63), 2**63 - 1)
 _SCALARS = (str, bool, int, float, type(None))
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+#: ``scheme://user:password@host``: the password part of a URL's userinfo.
+_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{6,}")
+
+
+def key_words(key: str) -> tuple[str, ...]:
+    """A key's words: camelCase split, lower-cased, split on anything not a letter or digit."""
+    return tuple(w for w in _NON_WORD.split(_CAMEL.sub("_", key[:MAX_KEY]).lower()) if w)
+
+
+def _secret_words(words: tuple[str, ...]) -> bool:
+    if not words:
+        return False
+    if words[-1] in SECRET_LAST_WORDS:
+        return True
+    if any(w in SECRET_WORDS for w in words):
+        return True
+    return any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
+
+
+_SECRET_CACHE: dict[str, bool] = {}
+
+
+def is_secret_key(key: object) -> bool:
+    """True when a field named ``key`` must not show its value (see the module docstring)."""
+    if not isinstance(key, str):
+        try:
+            key = str.__str__(key) if isinstance(key, str) else safe_repr(key, MAX_KEY)
+        except Exception:
+            return False
+    hit = _SECRET_CACHE.get(key)
+    if hit is None:
+        low = key[:MAX_KEY].lower()
+        hit = any(p in low for p in _SECRET_PARTS) or _secret_words(key_words(key))
+        if len(_SECRET_CACHE) < 8192:
+            _SECRET_CACHE[key] = hit
+    return hit
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with URL passwords and bearer/basic credentials replaced by ``[REDACTED]``.
+
+    For obs' own messages and exception text, which may quote an endpoint or a header.
+    """
+    if "@" in text:
+        text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
+    if "earer" in text or "asic" in text:
+        text = _BEARER.sub(rf"\1 {REDACTED}", text)
+    return text
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -60,108 +163,218 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:limit]}...[truncated {len(text) - limit} chars]"
 
 
+def _plain_str(text: str, limit: int) -> str:
+    """An exact ``str``, truncated, valid UTF-8 (lone surrogates become ``\\udxxx`` text)."""
+    if type(text) is not str:
+        text = str.__str__(text)  # a str subclass: its own __len__/__str__ may be broken
+    text = _truncate(text, limit)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _int_text(value: int) -> str:
+    try:
+        return _truncate(str(int(value)), 64)
+    except ValueError:  # past sys.int_info.str_digits_check_threshold
+        return f"<int of {value.bit_length()} bits>"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = 200
+_REPR.maxother = 200
+_REPR.maxlong = 60
+for _name in ("maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdict", "maxdeque", "maxarray"):
+    setattr(_REPR, _name, 16)
+
+
 def _torch_summary(obj: object) -> str | None:
-    """A data-free summary of torch objects (a tensor's repr can sync the GPU)."""
+    """A data-free summary of torch/numpy arrays (a tensor's repr can sync the GPU)."""
     cls = type(obj)
-    if not cls.__module__.startswith("torch"):
+    module = cls.__module__
+    if not module.startswith(("torch", "numpy")):
         return None
     try:
-        if hasattr(obj, "shape") and hasattr(obj, "dtype") and hasattr(obj, "device"):
+        if hasattr(obj, "shape") and hasattr(obj, "dtype"):
             shape = list(obj.shape)
-            return f"{cls.__name__}(shape={shape}, dtype={obj.dtype}, device={obj.device})"
-        if cls.__name__.startswith("ProcessGroup") or "ProcessGroup" in cls.__name__:
+            device = getattr(obj, "device", "cpu")
+            return f"{cls.__name__}(shape={shape}, dtype={obj.dtype}, device={device})"
+        if "ProcessGroup" in cls.__name__:
             size = obj.size() if hasattr(obj, "size") else "?"
             rank = obj.rank() if hasattr(obj, "rank") else "?"
             return f"<{cls.__name__} rank={rank} size={size}>"
-        return str(obj)  # dtype, device, Size: short and data-free
+        return _truncate(str(obj), 200)  # dtype, device, Size: short and data-free
     except Exception:
         return None
 
 
 def safe_repr(obj: object, limit: int = MAX_STR) -> str:
-    """``repr(obj)`` that never raises, is data-free for tensors and bounded in length."""
+    """``repr(obj)`` that never raises, is data-free for tensors and bounded in length.
+
+    Built-in containers are shown through :mod:`reprlib` (a few items, a few levels), so a
+    million-element list costs as much as a short one.
+    """
     try:
         summary = _torch_summary(obj)
-        text = summary if summary is not None else repr(obj)
+        if summary is not None:
+            text = summary
+        elif isinstance(obj, (list, tuple, dict, set, frozenset, int)) and not isinstance(
+            obj, bool
+        ):
+            text = _REPR.repr(obj)
+        else:
+            text = repr(obj)
         if not isinstance(text, str):  # a __repr__ returning a non-str
             text = f"<{type(obj).__qualname__} object>"
     except Exception as exc:  # a broken __repr__
         text = f"<unrepresentable {type(obj).__qualname__} object: {type(exc).__name__}>"
-    return _truncate(text, limit)
+    try:
+        return _plain_str(text, limit)
+    except Exception:
+        return f"<unrepresentable {type(obj).__qualname__} object>"
 
 
 def _safe_str(obj: object, limit: int = MAX_STR) -> str:
     if isinstance(obj, str):
-        return _truncate(obj, limit)
+        return _plain_str(obj, limit)
     if isinstance(obj, BaseException):
         try:
-            return _truncate(f"{type(obj).__name__}: {obj}", limit)
+            return _plain_str(scrub_text(f"{type(obj).__name__}: {_exc_text(obj)}"), limit)
         except Exception:
             return safe_repr(obj, limit)
     if isinstance(obj, (bytes, bytearray, memoryview)):
-        return _truncate(bytes(obj).decode("utf-8", "backslashreplace"), limit)
+        try:
+            return _plain_str(bytes(obj[: limit * 4]).decode("utf-8", "backslashreplace"), limit)
+        except Exception:
+            return safe_repr(obj, limit)
     return safe_repr(obj, limit)
 
 
-def _key(obj: object) -> str:
-    return obj if isinstance(obj, str) else _safe_str(obj, 256)
+def _exc_text(exc: BaseException) -> str:
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], str):
+        return _truncate(args[0], MAX_STR)
+    return str(exc)
 
 
-def _walk(obj: object, depth: int, seen: set[int], otel: bool) -> Any:
-    if isinstance(obj, _SCALARS):
-        if isinstance(obj, str):
-            return _truncate(obj, MAX_STR)
-        if isinstance(obj, int) and not isinstance(obj, bool) and not _INT64[0] <= obj <= _INT64[1]:
-            return str(obj)
-        if (isinstance(obj, float) and obj != obj) or obj in (float("inf"), float("-inf")):  # noqa: PLR0124
-            return str(obj)  # JSON has no NaN/inf; keep the information as text
-        if obj is None and otel:
-            return None
-        return obj
-    if depth >= MAX_DEPTH:
-        return safe_repr(obj, 256)
-    if isinstance(obj, Mapping):
-        if id(obj) in seen:
-            return "<recursion>"
-        seen.add(id(obj))
+def _numpy_scalar(obj: object) -> tuple[bool, object]:
+    cls = type(obj)
+    if cls.__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:
         try:
-            out = {}
-            for i, (k, v) in enumerate(obj.items()):
-                if i >= MAX_ITEMS:
-                    out["..."] = f"{len(obj) - MAX_ITEMS} more items"
-                    break
-                out[_key(k)] = _walk(v, depth + 1, seen, otel)
-            return out
+            return True, obj.item()
         except Exception:
-            return safe_repr(obj)
-        finally:
-            seen.discard(id(obj))
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        if id(obj) in seen:
+            return False, None
+    return False, None
+
+
+def _fields_of(obj: object) -> dict[str, Any] | None:
+    """The fields of a dataclass, an attrs class or a named tuple, without calling repr."""
+    try:
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return {f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
+        attrs = getattr(type(obj), "__attrs_attrs__", None)
+        if attrs is not None:
+            return {a.name: getattr(obj, a.name, None) for a in attrs}
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return dict(zip(obj._fields, obj, strict=False))
+    except Exception:
+        return None
+    return None
+
+
+class _Walk:
+    """One bounded walk: depth, items per container and values in total are capped."""
+
+    __slots__ = ("budget", "otel", "seen")
+
+    def __init__(self, otel: bool) -> None:
+        self.otel = otel
+        self.seen: set[int] = set()
+        self.budget = MAX_WALK
+
+    def value(self, obj: object, depth: int) -> Any:
+        self.budget -= 1
+        cls = type(obj)
+        if cls is str:
+            return _plain_str(obj, MAX_STR)  # type: ignore[arg-type]
+        if cls is bool or obj is None:
+            return obj
+        if cls is int:
+            return obj if _INT64[0] <= obj <= _INT64[1] else _int_text(obj)  # type: ignore[operator,arg-type]
+        if cls is float:
+            return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
+        if isinstance(obj, _SCALARS):  # subclasses: str Enums, IntEnums, float subclasses
+            if isinstance(obj, str):
+                return _plain_str(obj, MAX_STR)
+            if isinstance(obj, bool):
+                return bool(obj)
+            if isinstance(obj, int):
+                return self.value(int(obj), depth)
+            return self.value(float(obj), depth)  # type: ignore[arg-type]
+        is_np, item = _numpy_scalar(obj)
+        if is_np:
+            return self.value(item, depth)
+        if depth >= MAX_DEPTH or self.budget <= 0:
+            return safe_repr(obj, 256)
+        fields = _fields_of(obj) if not isinstance(obj, (Mapping, list, set, frozenset)) else None
+        if fields is not None:
+            return self.mapping(fields, depth)
+        if isinstance(obj, Mapping):
+            return self.guarded(obj, depth, self.mapping)
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            return self.guarded(obj, depth, self.sequence)
+        return _safe_str(obj)
+
+    def guarded(self, obj: Any, depth: int, walk: Any) -> Any:
+        if id(obj) in self.seen:
             return "<recursion>"
-        seen.add(id(obj))
+        self.seen.add(id(obj))
         try:
-            items: Iterable[object] = obj
-            if isinstance(obj, (set, frozenset)):
-                items = sorted(obj, key=safe_repr)
-            out_list = []
-            for i, v in enumerate(items):
-                if i >= MAX_ITEMS:
-                    out_list.append(f"... {len(obj) - MAX_ITEMS} more items")
-                    break
-                out_list.append(_walk(v, depth + 1, seen, otel))
-            return out_list
+            return walk(obj, depth)
         except Exception:
-            return safe_repr(obj)
+            return safe_repr(obj, 1024)
         finally:
-            seen.discard(id(obj))
-    return _safe_str(obj)
+            self.seen.discard(id(obj))
+
+    def mapping(self, obj: Mapping[Any, Any], depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, (k, v) in enumerate(obj.items()):
+            if i >= MAX_ITEMS or self.budget <= 0:
+                out["..."] = f"{_more(obj, i)} more items"
+                break
+            key = _plain_str(k, MAX_KEY) if isinstance(k, str) else _safe_str(k, MAX_KEY)
+            out[key] = REDACTED if is_secret_key(key) else self.value(v, depth + 1)
+        return out
+
+    def sequence(self, obj: Any, depth: int) -> list[Any]:
+        items: Iterable[object] = obj
+        if isinstance(obj, (set, frozenset)):
+            items = sorted(itertools.islice(obj, MAX_ITEMS), key=lambda x: safe_repr(x, 200))
+        out: list[Any] = []
+        for i, v in enumerate(items):
+            if i >= MAX_ITEMS or self.budget <= 0:
+                out.append(f"... {_more(obj, i)} more items")
+                break
+            out.append(self.value(v, depth + 1))
+        return out
+
+
+def _more(obj: object, shown: int) -> int | str:
+    """How many items of ``obj`` were not shown (``?`` when its length is unknown)."""
+    try:
+        return len(obj) - shown  # type: ignore[arg-type]
+    except Exception:
+        return "?"
 
 
 def to_jsonable(obj: object) -> Any:
-    """A JSON-serialisable copy of ``obj``: str keys, bounded depth/size, no cycles."""
+    """A JSON-serialisable, redacted copy of ``obj``: str keys, bounded, no cycles."""
     try:
-        return _walk(obj, 0, set(), otel=False)
+        return _Walk(otel=False).value(obj, 0)
     except Exception:
         return safe_repr(obj)
 
@@ -173,22 +386,22 @@ def to_otel_value(obj: object) -> Any:
     something the protobuf encoder could choke on at export time.
     """
     cls = type(obj)
-    if cls is str or cls is bool or (cls is int and _INT64[0] <= obj <= _INT64[1]):  # type: ignore[operator]
+    if cls is bool or (cls is int and _INT64[0] <= obj <= _INT64[1]):  # type: ignore[operator]
+        return obj
+    if isinstance(obj, str) and cls is str and len(obj) <= MAX_STR and obj.isascii():
         return obj
     if cls is float:
         # NaN/inf become "nan"/"inf", as in the JSON line, so both routes carry one value.
         return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
     try:
-        return _walk(obj, 0, set(), otel=True)
+        return _Walk(otel=True).value(obj, 0)
     except Exception:
         return safe_repr(obj)
 
 
 def json_default(obj: object) -> Any:
     """``orjson`` ``default=`` hook: called only for types orjson cannot encode itself."""
-    if isinstance(obj, (set, frozenset, Mapping)):
-        return to_jsonable(obj)
-    return _safe_str(obj)
+    return to_jsonable(obj) if not isinstance(obj, str) else _plain_str(obj, MAX_STR)
 
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
@@ -205,23 +418,72 @@ def _exc_tuple(value: object) -> ExcInfo | None:
     return None
 
 
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _format_chain(exc: BaseException) -> str:
+    """The traceback text of ``exc`` and at most :data:`MAX_CHAIN` - 1 causes before it."""
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    link = ""
+    while cur is not None and id(cur) not in seen and len(chain) < MAX_CHAIN:
+        seen.add(id(cur))
+        chain.append((cur, link))
+        if cur.__cause__ is not None:
+            cur, link = cur.__cause__, _CAUSE
+        elif cur.__context__ is not None and not cur.__suppress_context__:
+            cur, link = cur.__context__, _CONTEXT
+        else:
+            cur = None
+    parts: list[str] = []
+    if cur is not None and id(cur) not in seen:
+        parts.append(f"[{_chain_rest(cur)} earlier exceptions in the chain not shown]\n")
+    for item, link in reversed(chain):
+        lines = traceback.format_exception(
+            type(item), item, item.__traceback__, limit=50, chain=False
+        )
+        parts.append("".join(_truncate(line, 4096) for line in lines))
+        if link:
+            parts.append(link)
+    return "".join(parts)
+
+
+def _chain_rest(exc: BaseException) -> str:
+    count = 0
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen and count < 10_000:
+        seen.add(id(cur))
+        count += 1
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return f"{count}+" if cur is not None else str(count)
+
+
 def format_exception(value: object) -> dict[str, str] | None:
-    """``exc_info`` (True, an exception or a 3-tuple) as OTel ``exception.*`` fields."""
+    """``exc_info`` (True, an exception or a 3-tuple) as OTel ``exception.*`` fields.
+
+    Bounded: at most :data:`MAX_CHAIN` exceptions of a cause chain and 50 frames each are
+    formatted; URL passwords and bearer tokens in the text are redacted.
+    """
     try:
         info = _exc_tuple(value)
         if info is None:
             return None
-        etype, exc, tb = info
-        return {
-            "exception.type": f"{etype.__module__}.{etype.__qualname__}"
+        etype, exc, _tb = info
+        if exc.__traceback__ is None and _tb is not None:
+            exc = exc.with_traceback(_tb)
+        name = (
+            f"{etype.__module__}.{etype.__qualname__}"
             if etype.__module__ not in ("builtins", "__main__")
-            else etype.__qualname__,
-            "exception.message": _safe_str(exc.args[0] if len(exc.args) == 1 else exc).removeprefix(
-                f"{etype.__name__}: "
-            ),
-            "exception.stacktrace": _truncate(
-                "".join(traceback.format_exception(etype, exc, tb)), 64 * 1024
-            ),
+            else etype.__qualname__
+        )
+        message = _safe_str(exc.args[0] if len(exc.args) == 1 else exc)
+        return {
+            "exception.type": _plain_str(name, MAX_KEY),
+            "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
+            "exception.stacktrace": scrub_text(_plain_str(_format_chain(exc), MAX_STACK)),
         }
     except Exception as err:
         return {
@@ -232,39 +494,30 @@ def format_exception(value: object) -> dict[str, str] | None:
 
 
 class Redactor:
-    """Processor: redact secret-looking fields and turn ``exc_info`` into ``exception.*``.
+    """Processor: redact secret-looking fields, make values safe, turn ``exc_info`` into
+    ``exception.*``.
 
-    Key decisions are cached per key name, so the common case is one C-level subset test;
-    nested mappings one level down are checked too (``extra={"headers": {...}}``), unless
-    the entry marked the event ``_obs_flat`` (it saw no ``dict`` among the caller's values).
+    Key decisions are cached per key name, so the common case is one C-level subset test.
+    An event whose entry marked it ``_obs_flat`` (only str/int/float/bool/None values) skips
+    the walk; any other value is replaced by its bounded, redacted, JSON-safe copy, so the
+    export and the renderer downstream see the same safe data.
     """
 
-    __slots__ = ("_cache", "_parts", "_safe")
+    __slots__ = ("_extra", "_safe")
 
     def __init__(self, extra_parts: Iterable[str] = ()) -> None:
-        self._parts = tuple(SECRET_KEY_PARTS) + tuple(p.lower() for p in extra_parts)
-        self._cache: dict[str, bool] = {}
+        self._extra = tuple(p.lower() for p in extra_parts)
         #: Key names known not to be secret: the common case is one C-level set difference.
         self._safe: set[str] = set()
 
     def is_secret(self, key: str) -> bool:
         """True when a field named ``key`` must not be shown."""
-        hit = self._cache.get(key)
-        if hit is None:
-            low = key.lower() if isinstance(key, str) else ""
-            words = _WORD_SPLIT.split(low)
-            hit = any(p in low for p in self._parts) or words[-1] in SECRET_LAST_WORDS
-            if len(self._cache) < 4096:
-                self._cache[key] = hit
-                if not hit:
-                    self._safe.add(key)
-        return hit
-
-    def _redact_nested(self, value: dict[Any, Any]) -> dict[Any, Any]:
-        secret = self.is_secret
-        if not any(isinstance(k, str) and secret(k) for k in value):
-            return value
-        return {k: (REDACTED if isinstance(k, str) and secret(k) else v) for k, v in value.items()}
+        if is_secret_key(key):
+            return True
+        if self._extra and isinstance(key, str):
+            low = key.lower()
+            return any(p in low for p in self._extra)
+        return False
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         exc = event_dict.pop("exc_info", None)
@@ -276,8 +529,10 @@ class Redactor:
             for key in event_dict.keys() - self._safe:
                 if self.is_secret(key):
                     event_dict[key] = REDACTED
-        if not event_dict.get("_obs_flat") and dict in map(type, event_dict.values()):
+                elif len(self._safe) < 4096 and type(key) is str and len(key) <= MAX_KEY:
+                    self._safe.add(key)
+        if not event_dict.get("_obs_flat"):
             for key, value in event_dict.items():
-                if type(value) is dict:
-                    event_dict[key] = self._redact_nested(value)
+                if type(value) not in _SCALARS and key[:5] != "_obs_":
+                    event_dict[key] = to_jsonable(value)
         return event_dict

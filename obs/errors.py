@@ -16,6 +16,19 @@ class ConfigError(ValueError):
 
     def __init__(self, variable: str, value: object, accepted: str) -> None:
         self.variable = variable
-        self.value = value
         self.accepted = accepted
-        super().__init__(f"{variable}={value!r} is not valid: expected {accepted}")
+        #: The value: redacted for headers and secret-named variables, URL passwords too.
+        self.value = _shown(variable, value)
+        from obs.encode import safe_repr  # noqa: PLC0415 - encode imports structlog
+
+        super().__init__(
+            f"{variable}={safe_repr(self.value, 300)} is not valid: expected {accepted}"
+        )
+
+
+def _shown(variable: str, value: object) -> object:
+    from obs.encode import REDACTED, is_secret_key, scrub_text  # noqa: PLC0415
+
+    if is_secret_key(variable):
+        return REDACTED
+    return scrub_text(value) if isinstance(value, str) else value

@@ -9,7 +9,13 @@ escaped and can never forge a second line.
 
 from __future__ import annotations
 
-__all__ = ["ConsoleRenderer", "JSONRenderer", "TimeStamper", "strip_control_keys"]
+__all__ = [
+    "CONTROL_FIELDS",
+    "ConsoleRenderer",
+    "JSONRenderer",
+    "TimeStamper",
+    "strip_control_keys",
+]
 
 import time
 from typing import Any
@@ -17,7 +23,7 @@ from typing import Any
 import orjson
 from structlog.typing import EventDict, WrappedLogger
 
-from obs.encode import MAX_STR, json_default, safe_repr, to_jsonable
+from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, to_jsonable
 
 _CONTROL = (
     "_obs_rank",
@@ -28,6 +34,7 @@ _CONTROL = (
     "_obs_logger",
     "_obs_depth",
     "_obs_flat",
+    "_obs_internal",
 )
 MAX_LINE = 256 * 1024
 
@@ -67,30 +74,124 @@ class TimeStamper:
         return event_dict
 
 
-def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
-    """JSON bytes for ``event_dict``, always one valid object (``option``: extra orjson flags)."""
-    option |= orjson.OPT_NON_STR_KEYS
-    try:
-        out = orjson.dumps(event_dict, default=json_default, option=option)
-    except Exception:
-        out = b""
-    if b"null" in out:  # orjson writes NaN/inf as null: re-encode to keep them as "nan"/"inf"
-        out = b""
-    if not out or len(out) > MAX_LINE:
+#: Fields the chain owns, in the order a slimmed line keeps them; never dropped or renamed.
+CONTROL_FIELDS: tuple[str, ...] = (
+    "timestamp",
+    "severity_text",
+    "severity_number",
+    "event",
+    "body",
+    "logger",
+    "stage",
+    "outcome",
+    "rank",
+    "local_rank",
+    "world_size",
+    "node_rank",
+    "host.name",
+    "code.file.path",
+    "code.line.number",
+    "code.function.name",
+    "exception.type",
+    "exception.message",
+    "exception.stacktrace",
+)
+_CONTROL_SET = frozenset(CONTROL_FIELDS)
+_INT_CONTROL = frozenset(
+    {"severity_number", "rank", "local_rank", "world_size", "node_rank", "code.line.number"}
+)
+#: User fields a line keeps at most; the rest is counted in ``truncated``.
+MAX_FIELDS = 256
+_I64 = (-(2**63), 2**63 - 1)
+
+
+def _plain(event_dict: EventDict) -> bool:
+    """True when orjson's own output is already right: every value a short scalar or a
+    container the redactor made safe (no NaN/inf, no out-of-range int, no huge string)."""
+    if len(event_dict) > MAX_FIELDS + len(CONTROL_FIELDS):
+        return False
+    for value in event_dict.values():
+        cls = type(value)
+        if cls is str:
+            if len(value) > MAX_STR:
+                return False
+        elif cls is float:
+            if value - value != 0.0:
+                return False
+        elif cls is int and not _I64[0] <= value <= _I64[1]:
+            return False
+    return True
+
+
+def _control_value(key: str, value: Any) -> Any:
+    """A control field as its plain type: never repr-quoted, never dropped."""
+    if key in _INT_CONTROL and type(value) is int and _I64[0] <= value <= _I64[1]:
+        return value
+    if isinstance(value, str):
         try:
-            out = orjson.dumps(to_jsonable(event_dict), option=option)
+            return to_jsonable(value)
         except Exception:
-            out = orjson.dumps(
-                {"event": "obs_unrenderable_event", "repr": safe_repr(event_dict, MAX_STR)},
-                option=option,
-            )
-        if len(out) > MAX_LINE:
-            slim = {
-                k: (safe_repr(v, 1024) if not isinstance(v, (int, float, bool)) else v)
-                for k, v in to_jsonable(event_dict).items()
-            }
-            out = orjson.dumps(slim, option=option)
+            return "<unrenderable>"
+    return to_jsonable(value)
+
+
+def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]:
+    """The slow path's copy: control fields first and intact, then at most MAX_FIELDS user
+    fields, each made safe on its own (``value_limit``: shorten each to that many chars)."""
+    out: dict[str, Any] = {}
+    for key in CONTROL_FIELDS:
+        if key in event_dict:
+            out[key] = _control_value(key, event_dict[key])
+    kept = dropped = 0
+    for key, value in event_dict.items():
+        if key in _CONTROL_SET:
+            continue
+        if kept >= MAX_FIELDS:
+            dropped += 1
+            continue
+        name = key if type(key) is str and len(key) <= MAX_KEY else safe_repr(key, MAX_KEY)
+        try:
+            safe = to_jsonable(value)
+            if value_limit is not None and not isinstance(safe, (int, float, bool, type(None))):
+                text = safe if isinstance(safe, str) else orjson.dumps(safe).decode()
+                safe = text if len(text) <= value_limit else text[:value_limit] + "..."
+        except Exception:
+            safe = safe_repr(value, value_limit or MAX_STR)
+        out[name] = safe
+        kept += 1
+    if dropped or value_limit is not None:
+        if "truncated" in out:
+            out["user.truncated"] = out.pop("truncated")
+        out["truncated"] = f"{dropped} fields dropped" if dropped else "values shortened"
     return out
+
+
+def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
+    """JSON bytes for ``event_dict``, always one valid object with its control fields intact.
+
+    orjson writes the common event directly; anything it cannot write as is (NaN/inf, a
+    huge int or string, a lone surrogate, a line over :data:`MAX_LINE`) goes through a
+    copy where only the offending values are replaced.
+    """
+    out = b""
+    if _plain(event_dict):
+        try:
+            out = orjson.dumps(event_dict, default=json_default, option=option)
+        except Exception:
+            out = b""
+    if out and len(out) <= MAX_LINE:
+        return out
+    for limit in (None, 1024, 64):
+        try:
+            out = orjson.dumps(_safe_dict(event_dict, limit), option=option)
+        except Exception:  # a value even the safe copy could not write: shorten further
+            out = b""
+        if out and len(out) <= MAX_LINE:
+            return out
+    last = {k: _control_value(k, event_dict[k]) for k in CONTROL_FIELDS if k in event_dict}
+    last = {k: v[:1024] if isinstance(v, str) else v for k, v in last.items()}
+    last["truncated"] = "all user fields dropped"
+    return orjson.dumps(last, option=option)
 
 
 class JSONRenderer:
@@ -110,6 +211,11 @@ class JSONRenderer:
     def line(event_dict: EventDict) -> str:
         """An already-stripped event dict as one JSON line, ending in a newline."""
         return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE).decode()
+
+    @staticmethod
+    def line_bytes(event_dict: EventDict) -> bytes:
+        """An already-stripped event dict as one JSON line (UTF-8 bytes, newline included)."""
+        return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE)
 
 
 _LEVEL_STYLES = {

@@ -22,20 +22,27 @@ SCOPES = ("global", "local", "process")
 
 
 def scope_allows(scope: object, info: RankInfo) -> bool:
-    """True when ``scope`` lets this rank log. Unknown scopes fail open (log)."""
-    if scope is None or scope == "process":
+    """True when ``scope`` lets this rank log. Unknown or broken scopes fail open (log).
+
+    Never calls a scope object's own ``__eq__`` for the named scopes, so a scope with a
+    broken ``__eq__`` cannot raise here.
+    """
+    if scope is None:
         return True
-    if scope == "local":
-        return info.local_rank == 0
-    if scope == "global":
-        return info.rank == 0
+    if isinstance(scope, str):
+        name = str.__str__(scope)
+        if name == "local":
+            return info.local_rank == 0
+        if name == "global":
+            return info.rank == 0
+        return True  # "process" and unknown names
     if isinstance(scope, int) and not isinstance(scope, bool):
-        return info.rank == scope
-    if isinstance(scope, Collection) and not isinstance(scope, (str, bytes)):
-        try:
+        return info.rank == int(scope)
+    try:
+        if isinstance(scope, Collection) and not isinstance(scope, bytes):
             return info.rank in scope
-        except Exception:
-            return True
+    except Exception:
+        return True
     return True
 
 
@@ -61,7 +68,7 @@ class DecideScope:
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         scope = event_dict.pop("scope", None)
-        if scope is None or scope == "process":
+        if scope is None or (type(scope) is str and scope == "process"):
             event_dict["_obs_console"] = True
             return event_dict
         info = event_dict.get("_obs_rank") or self._resolver.current()

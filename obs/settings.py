@@ -11,7 +11,9 @@ __all__ = ["DEFAULT_ADOPT_LOGGERS", "ENV_VARS", "Settings", "load_settings", "pa
 
 import dataclasses
 import logging
+import math
 import os
+import string
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
@@ -20,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from obs.errors import ConfigError
 
 Format = Literal["json", "console", "auto"]
-Protocol = Literal["grpc", "http/protobuf", "http/json"]
+Protocol = Literal["grpc", "http/protobuf", "http/json"]  # http/json is refused by the parser
 LogsExporter = Literal["otlp", "console", "none"]
 
 _LEVELS = {
@@ -39,7 +41,7 @@ DEFAULT_ADOPT_LOGGERS: tuple[str, ...] = ("torch", "vllm", "flashinfer")
 ENV_VARS: dict[str, str] = {
     "OBS_LEVEL": "lowest level logged: DEBUG, INFO, WARNING, ERROR, CRITICAL (default INFO)",
     "OBS_FORMAT": "json, console or auto (console on a tty, else json; default auto)",
-    "OBS_STREAM": "stderr or stdout (default stderr)",
+    "OBS_STREAM": "stderr, stdout or none (file-only: no console output; default stderr)",
     "OBS_FILE": "also append JSON lines to this file; {rank}, {local_rank}, {node_rank}, "
     "{host}, {pid} are filled in per process (default: none)",
     "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
@@ -90,7 +92,7 @@ class Settings:
 
     level: int = logging.INFO
     format: Format = "auto"
-    stream: Literal["stderr", "stdout"] = "stderr"
+    stream: Literal["stderr", "stdout", "none"] = "stderr"
     file: str | None = None
     dedup_capacity: int = 10_000
     repeat_summary_seconds: float = 60.0
@@ -117,6 +119,30 @@ class Settings:
     blrp_max_queue_size: int = 2048
     blrp_max_export_batch_size: int = 512
     blrp_export_timeout_ms: float = 30000.0
+    #: field -> the variable (or keyword) its value came from, for errors found later.
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        """The settings with header values and URL passwords redacted."""
+        from obs.encode import REDACTED, scrub_text  # noqa: PLC0415
+
+        shown = []
+        for f in dataclasses.fields(self):
+            if not f.repr:
+                continue
+            value: Any = getattr(self, f.name)
+            if f.name == "otlp_headers":
+                value = dict.fromkeys(value, REDACTED)
+            elif isinstance(value, str):
+                value = scrub_text(value)
+            shown.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
+
+    __str__ = __repr__
+
+    def source(self, field: str) -> str:
+        """The variable or keyword ``field`` was read from (the field name by default)."""
+        return self.sources.get(field, field)
 
     @property
     def otlp_logs_url(self) -> str | None:
@@ -133,21 +159,26 @@ T = TypeVar("T")
 
 def parse_level(name: str, raw: object) -> int:
     """Parse a level name (any case) or number; ``name`` is what a ConfigError names."""
+    accepted = "one of " + ", ".join(sorted(set(_LEVELS) - {"WARN"})) + " or an integer 0-100"
     if isinstance(raw, bool):
-        raise ConfigError(name, raw, "one of " + ", ".join(sorted(set(_LEVELS) - {"WARN"})))
+        raise ConfigError(name, raw, accepted)
     if isinstance(raw, int):
-        return raw
-    text = str(raw).strip().upper()
+        if 0 <= raw <= 100:
+            return int(raw)
+        raise ConfigError(name, raw, accepted)
+    if not isinstance(raw, str):
+        raise ConfigError(name, raw, accepted)
+    text = raw.strip().upper()
     if text in _LEVELS:
         return _LEVELS[text]
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and int(text) <= 100:
         return int(text)
-    raise ConfigError(name, raw, "one of " + ", ".join(sorted(set(_LEVELS) - {"WARN"})))
+    raise ConfigError(name, raw, accepted)
 
 
 def _choice(*choices: str) -> Callable[[str, object], Any]:
     def parse(name: str, raw: object) -> Any:
-        text = str(raw).strip().lower()
+        text = raw.strip().lower() if isinstance(raw, str) else None
         if text not in choices:
             raise ConfigError(name, raw, "one of " + ", ".join(choices))
         return text
@@ -155,16 +186,24 @@ def _choice(*choices: str) -> Callable[[str, object], Any]:
     return parse
 
 
-def _number(kind: Callable[[str], T], *, minimum: float, what: str) -> Callable[[str, object], T]:
+def _number(
+    kind: Callable[[str], T], *, minimum: float, maximum: float, what: str
+) -> Callable[[str, object], T]:
     def parse(name: str, raw: object) -> T:
-        if isinstance(raw, bool):
+        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
             raise ConfigError(name, raw, what)
         try:
-            value = kind(str(raw).strip()) if isinstance(raw, str) else kind(raw)  # type: ignore[arg-type]
+            text = raw.strip() if isinstance(raw, str) else raw
+            # int() and float() take non-ASCII digits (superscripts, other scripts); nobody
+            # means them in a config value, so such text is refused.
+            value = kind(text if not isinstance(text, str) or text.isascii() else "x")  # type: ignore[arg-type]
+            finite = math.isfinite(value)  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError):  # int(inf) is an OverflowError
             raise ConfigError(name, raw, what) from None
-        if not value >= minimum or (value != raw and not isinstance(raw, str)):  # type: ignore[operator]
-            raise ConfigError(name, raw, what)  # below the minimum, or int(1.5) truncating
+        if not finite or not minimum <= value <= maximum:  # type: ignore[operator]
+            raise ConfigError(name, raw, what)
+        if not isinstance(raw, str) and value != raw:
+            raise ConfigError(name, raw, what)  # int(1.5) truncating
         return value
 
     return parse
@@ -173,7 +212,9 @@ def _number(kind: Callable[[str], T], *, minimum: float, what: str) -> Callable[
 def _bool(name: str, raw: object) -> bool:
     if isinstance(raw, bool):
         return raw
-    text = str(raw).strip().lower()
+    if not isinstance(raw, str):
+        raise ConfigError(name, raw, "true or false")
+    text = raw.strip().lower()
     if text in {"1", "true", "yes", "on"}:
         return True
     if text in {"0", "false", "no", "off", ""}:
@@ -182,24 +223,42 @@ def _bool(name: str, raw: object) -> bool:
 
 
 def _text(name: str, raw: object) -> str:
-    text = str(raw).strip()
-    if not text:
+    text = raw.strip() if isinstance(raw, str) else ""
+    if not text or "\x00" in text:
         raise ConfigError(name, raw, "a non-empty string")
     return text
+
+
+def _pem_file(name: str, raw: object) -> str:
+    """A readable PEM file (CA bundle, client key or certificate), checked now."""
+    path = _text(name, raw)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(name, raw, f"a readable PEM file ({type(exc).__name__})") from None
+    if b"-----BEGIN" not in head:
+        raise ConfigError(name, raw, "a PEM file (no -----BEGIN block found)")
+    return path
 
 
 def _pairs(name: str, raw: object) -> dict[str, str]:
     """Parse the OTel ``k=v,k2=v2`` list (values URL-decoded, as the spec says)."""
     if isinstance(raw, Mapping):
         return {str(k): str(v) for k, v in raw.items()}
+    if not isinstance(raw, str):
+        raise ConfigError(name, raw, "comma-separated key=value pairs")
     out: dict[str, str] = {}
-    for item in str(raw).split(","):
+    for item in raw.split(","):
         if not item.strip():
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(name, raw, "comma-separated key=value pairs")
-        out[unquote(key.strip())] = unquote(value.strip())
+        key, value = unquote(key.strip()), unquote(value.strip())
+        if any(c in key + value for c in "\r\n\x00"):
+            raise ConfigError(name, raw, "key=value pairs without line breaks")
+        out[key] = value
     return out
 
 
@@ -221,46 +280,72 @@ def _logger_names(name: str, raw: object) -> tuple[str, ...]:
 FILE_FIELDS = ("rank", "local_rank", "node_rank", "host", "pid")
 
 
+_FILE_SAMPLE = {"rank": 0, "local_rank": 0, "node_rank": 0, "host": "host", "pid": 1}
+
+
 def _file_template(name: str, raw: object) -> str:
-    """A path, optionally with ``{rank}``-style placeholders (checked now, filled later)."""
+    """A path, optionally with ``{rank}``-style placeholders (checked now, filled later).
+
+    Only the plain names are allowed (no ``{host.upper}``, ``{rank[0]}``), each with a
+    format spec that fits its type (``{rank:03d}`` yes, ``{host:d}`` no).
+    """
     text = _text(name, raw)
+    accepted = "a file path; placeholders allowed: " + ", ".join(f"{{{f}}}" for f in FILE_FIELDS)
     try:
-        text.format(**dict.fromkeys(FILE_FIELDS, 0))
-    except (KeyError, IndexError, ValueError):
-        raise ConfigError(
-            name,
-            raw,
-            "a file path; placeholders allowed: " + ", ".join(f"{{{f}}}" for f in FILE_FIELDS),
-        ) from None
+        fields = [(f, s, c) for _, f, s, c in string.Formatter().parse(text) if f is not None]
+        plain = all(f in FILE_FIELDS and not c and "{" not in (s or "") for f, s, c in fields)
+        text.format(**_FILE_SAMPLE)
+    except Exception:
+        plain = False
+    if not plain:
+        raise ConfigError(name, raw, accepted)
     return text
 
 
 def _url(name: str, raw: object) -> str:
-    text = str(raw).strip()
-    parsed = urlparse(text)
-    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-        raise ConfigError(name, raw, "an http:// or https:// URL with a host")
+    text = raw.strip() if isinstance(raw, str) else ""
     try:
+        parsed = urlparse(text)
+        host = parsed.hostname
         parsed.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ConfigError(name, raw, "an http:// or https:// URL with a valid port") from None
+        raise ConfigError(
+            name, raw, "an http:// or https:// URL with a host and a valid port"
+        ) from None
+    if parsed.scheme not in {"http", "https"} or not host or any(c.isspace() for c in text):
+        raise ConfigError(name, raw, "an http:// or https:// URL with a host")
     return text
 
 
-_POSITIVE_INT = _number(int, minimum=1, what="an integer >= 1")
-_NON_NEGATIVE = _number(float, minimum=0.0, what="a number >= 0")
-_POSITIVE = _number(float, minimum=1e-9, what="a number > 0")
+_POSITIVE_INT = _number(int, minimum=1, maximum=2**31 - 1, what="an integer >= 1 (at most 2**31-1)")
+_BYTES = _number(int, minimum=1, maximum=2**48, what="an integer >= 1 (bytes, at most 2**48)")
+_NON_NEGATIVE = _number(float, minimum=0.0, maximum=1e9, what="a number >= 0 (finite)")
+_MILLIS = _number(
+    float, minimum=1.0, maximum=86_400_000.0, what="a number > 0 (milliseconds, 1 to 86400000)"
+)
+_SECONDS = _number(
+    float, minimum=1e-3, maximum=86400.0, what="a number > 0 (seconds, 0.001 to 86400)"
+)
 
 
 class _Reader:
     """Resolves one setting from kwargs, then env, then default, through one parser."""
 
-    __slots__ = ("env", "overrides", "used")
+    __slots__ = ("env", "errors", "overrides", "sources", "strict", "used")
 
-    def __init__(self, overrides: Mapping[str, object], env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        overrides: Mapping[str, object],
+        env: Mapping[str, str],
+        errors: list[ConfigError] | None = None,
+    ) -> None:
         self.overrides = overrides
         self.env = env
         self.used: set[str] = set()
+        self.sources: dict[str, str] = {}
+        #: Not strict: errors go here and each bad value falls back to its default.
+        self.strict = errors is None
+        self.errors: list[ConfigError] = errors if errors is not None else []
 
     def get(
         self,
@@ -274,12 +359,24 @@ class _Reader:
             raw = self.overrides[field]
             if raw is None:
                 return default
-            return parse(field, raw)
+            return self._parse(field, field, parse, raw, default)
         for env_name in env_names:
             value = self.env.get(env_name)
             if value is not None and value.strip() != "":
-                return parse(env_name, value)
+                return self._parse(field, env_name, parse, value, default)
         return default
+
+    def _parse(
+        self, field: str, name: str, parse: Callable[[str, object], T], raw: object, default: T
+    ) -> T:
+        self.sources[field] = name
+        try:
+            return parse(name, raw)
+        except ConfigError as exc:
+            if self.strict:
+                raise
+            self.errors.append(exc)
+            return default
 
 
 def _default_spool_dir() -> str:
@@ -297,20 +394,28 @@ def _default_service_name() -> str:
 def load_settings(
     overrides: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    errors: list[ConfigError] | None = None,
 ) -> Settings:
     """Resolve :class:`Settings` from keyword overrides and the environment.
 
-    Raises :class:`obs.ConfigError` for an unknown keyword or any invalid value.
+    Raises :class:`obs.ConfigError` for an unknown keyword or any invalid value. With
+    ``errors`` (a list), a bad value is appended there instead and its default is used:
+    the lazy path, where no caller could handle the error, takes that.
     """
     overrides = dict(overrides or {})
     env = os.environ if env is None else env
-    known = {f.name for f in dataclasses.fields(Settings)}
+    known = {f.name for f in dataclasses.fields(Settings)} - {"sources"}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ConfigError(
+        error = ConfigError(
             unknown[0], overrides[unknown[0]], "a Settings field: " + ", ".join(sorted(known))
         )
-    r = _Reader(overrides, env)
+        if errors is None:
+            raise error
+        errors.append(error)
+        overrides = {k: v for k, v in overrides.items() if k in known}
+    r = _Reader(overrides, env, errors)
 
     def logs(suffix: str) -> tuple[str, str]:
         return (f"OTEL_EXPORTER_OTLP_LOGS_{suffix}", f"OTEL_EXPORTER_OTLP_{suffix}")
@@ -333,7 +438,7 @@ def load_settings(
     return Settings(
         level=r.get("level", parse_level, logging.INFO, "OBS_LEVEL"),
         format=r.get("format", _choice("json", "console", "auto"), "auto", "OBS_FORMAT"),
-        stream=r.get("stream", _choice("stderr", "stdout"), "stderr", "OBS_STREAM"),
+        stream=r.get("stream", _choice("stderr", "stdout", "none"), "stderr", "OBS_STREAM"),
         file=r.get("file", _file_template, None, "OBS_FILE"),
         dedup_capacity=r.get("dedup_capacity", _POSITIVE_INT, 10_000, "OBS_DEDUP_CAPACITY"),
         repeat_summary_seconds=r.get(
@@ -343,10 +448,8 @@ def load_settings(
             "export_all_ranks_level", parse_level, logging.WARNING, "OBS_EXPORT_ALL_RANKS_LEVEL"
         ),
         spool_dir=r.get("spool_dir", _text, _default_spool_dir(), "OBS_SPOOL_DIR"),
-        spool_max_bytes=r.get(
-            "spool_max_bytes", _POSITIVE_INT, 64 * 1024 * 1024, "OBS_SPOOL_MAX_BYTES"
-        ),
-        shutdown_timeout=r.get("shutdown_timeout", _POSITIVE, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
+        spool_max_bytes=r.get("spool_max_bytes", _BYTES, 64 * 1024 * 1024, "OBS_SPOOL_MAX_BYTES"),
+        shutdown_timeout=r.get("shutdown_timeout", _SECONDS, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
         stdlib_bridge=r.get("stdlib_bridge", _bool, True),
         adopt_loggers=r.get(
             "adopt_loggers", _logger_names, DEFAULT_ADOPT_LOGGERS, "OBS_ADOPT_LOGGERS"
@@ -359,22 +462,22 @@ def load_settings(
         otlp_endpoint_is_logs=endpoint_is_logs,
         otlp_protocol=r.get(
             "otlp_protocol",
-            _choice("grpc", "http/protobuf", "http/json"),
+            _choice("grpc", "http/protobuf"),
             "http/protobuf",
             *logs("PROTOCOL"),
         ),
         otlp_headers=r.get("otlp_headers", _pairs, {}, *logs("HEADERS")),
-        otlp_certificate=r.get("otlp_certificate", _text, None, *logs("CERTIFICATE")),
-        otlp_client_key=r.get("otlp_client_key", _text, None, *logs("CLIENT_KEY")),
+        otlp_certificate=r.get("otlp_certificate", _pem_file, None, *logs("CERTIFICATE")),
+        otlp_client_key=r.get("otlp_client_key", _pem_file, None, *logs("CLIENT_KEY")),
         otlp_client_certificate=r.get(
-            "otlp_client_certificate", _text, None, *logs("CLIENT_CERTIFICATE")
+            "otlp_client_certificate", _pem_file, None, *logs("CLIENT_CERTIFICATE")
         ),
-        otlp_timeout=r.get("otlp_timeout", _POSITIVE, 10.0, *logs("TIMEOUT")),
+        otlp_timeout=r.get("otlp_timeout", _SECONDS, 10.0, *logs("TIMEOUT")),
         otlp_compression=r.get(
             "otlp_compression", _choice("gzip", "none"), "none", *logs("COMPRESSION")
         ),
         blrp_schedule_delay_ms=r.get(
-            "blrp_schedule_delay_ms", _POSITIVE, 1000.0, "OTEL_BLRP_SCHEDULE_DELAY"
+            "blrp_schedule_delay_ms", _MILLIS, 1000.0, "OTEL_BLRP_SCHEDULE_DELAY"
         ),
         blrp_max_queue_size=r.get(
             "blrp_max_queue_size", _POSITIVE_INT, 2048, "OTEL_BLRP_MAX_QUEUE_SIZE"
@@ -383,6 +486,7 @@ def load_settings(
             "blrp_max_export_batch_size", _POSITIVE_INT, 512, "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE"
         ),
         blrp_export_timeout_ms=r.get(
-            "blrp_export_timeout_ms", _POSITIVE, 30000.0, "OTEL_BLRP_EXPORT_TIMEOUT"
+            "blrp_export_timeout_ms", _MILLIS, 30000.0, "OTEL_BLRP_EXPORT_TIMEOUT"
         ),
+        sources=r.sources,
     )

@@ -100,11 +100,23 @@ DEFAULT_POLICY = StagePolicy(
 )
 
 
+def _as_level(level: object, method_name: str) -> int:
+    """An int level from a float or missing one (``log(25.5, ...)`` is level 25)."""
+    if level is None:
+        return METHOD_LEVELS.get(method_name, logging.INFO)
+    try:
+        value: int = int(level)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return METHOD_LEVELS.get(method_name, logging.INFO)
+    return max(0, min(value, 100))
+
+
 class TagSeverity:
     """Processor: set ``severity_text``/``severity_number`` (and ``outcome`` for a stage).
 
     The level comes from the method name (``warning``) or a numeric ``_obs_level`` the
-    logger already put there; a known ``stage`` raises it to the stage's level.
+    logger already put there; a known ``stage`` sets it to the stage's level and sets the
+    stage's ``outcome`` (a caller's own ``outcome`` is kept as ``user.outcome``).
     """
 
     __slots__ = ("_policy",)
@@ -114,14 +126,19 @@ class TagSeverity:
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         level = event_dict.get("_obs_level")
-        if level is None:
-            level = METHOD_LEVELS.get(method_name, logging.INFO)
+        if type(level) is not int:
+            level = _as_level(level, method_name)
         stage = event_dict.get("stage")
         if stage is not None:
-            rule = self._policy.rules.get(stage)
+            try:
+                rule = self._policy.rules.get(stage)
+            except TypeError:  # an unhashable stage names no rule
+                rule = None
             if rule is not None:
-                level = max(level, rule.level)
-                event_dict.setdefault("outcome", rule.outcome)
+                level = rule.level  # the stage decides the level
+                if "outcome" in event_dict and event_dict["outcome"] != rule.outcome:
+                    event_dict["user.outcome"] = event_dict["outcome"]
+                event_dict["outcome"] = rule.outcome
         event_dict["_obs_level"] = level
         event_dict["severity_text"] = LEVEL_NAMES.get(level) or level_name(level)
         event_dict["severity_number"] = SEVERITY_NUMBERS.get(level) or severity_number(level)

@@ -62,20 +62,14 @@ class ObsHandler(logging.Handler):
         self.adopt_lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Process ``record``; a record logged while processing one is counted, not looped."""
-        local = self._local
-        if getattr(local, "active", False):
-            self.reentrant_drops += 1
-            return
-        local.active = True
+        """Process ``record``. One logged while this thread is inside obs (a signal handler,
+        a finaliser) is deferred by the runtime and written after, never looped or blocked."""
         try:
             runtime = self._holder.runtime or self._holder.ensure()
             export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
             runtime.log_record(record, export=export)
         except Exception:
             self.reentrant_drops += 1
-        finally:
-            local.active = False
 
     def handleError(self, record: logging.LogRecord) -> None:
         """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""

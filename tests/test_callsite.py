@@ -120,12 +120,16 @@ class TestApiPaths:
         expected = (__file__, line, "test_plain_stdlib_logger")
         assert expected == _where(read()[0])
 
-    def test_explicit_location_is_kept(self, configure_json: Configure) -> None:
-        """An event that already has code.file.path keeps its own location."""
+    def test_caller_location_fields_are_kept_aside(self, configure_json: Configure) -> None:
+        """code.* are the chain's: a caller's own are kept as user.code.*, never forged."""
         read = configure_json()
         obs.get_logger("t").info("located", **{"code.file.path": "x.py", "code.line.number": 7})
         record = read()[0]
-        assert ("x.py", 7) == (record["code.file.path"], record["code.line.number"])
+        assert ("x.py", 7, __file__) == (
+            record["user.code.file.path"],
+            record["user.code.line.number"],
+            record["code.file.path"],
+        )
 
 
 class TestAddCallsiteAlone:

@@ -232,11 +232,11 @@ class TestScenarios:
         ] == trail(captured)
         terminal = captured[-1]
         assert {
-            "backends_tried": ("mnnvl", "trtllm"),
-            "reasons": ("no_multicast", "no_cuda"),
+            "backends_tried": ["mnnvl", "trtllm"],
+            "reasons": ["no_multicast", "no_cuda"],
             "last_error_type": "AssertionError",
             "last_error_message": NO_CUDA,
-            "backends_skipped": (),
+            "backends_skipped": [],
             "severity_number": 17,
             "stage": "terminal_failure",
             "outcome": "failure",
@@ -271,7 +271,7 @@ class TestScenarios:
             ("workspace_attempt_failed", "WARNING", "fi_ar", "mnnvl"),
             ("workspace_terminal_failure", "ERROR", "fi_ar", (None, None)),
         ] == trail(captured)
-        assert (("mnnvl",), ("no_multicast",)) == (
+        assert (["mnnvl"], ["no_multicast"]) == (
             captured[-1]["backends_tried"],
             captured[-1]["reasons"],
         )
@@ -291,10 +291,10 @@ class TestScenarios:
         assert [] == factory.calls
         assert [("workspace_terminal_failure", "ERROR", "fi_ar", (None, None))] == trail(captured)
         assert {
-            "backends_tried": (),
-            "reasons": (),
-            "backends_skipped": ("trtllm",),
-            "skip_reasons": ("multi_node",),
+            "backends_tried": [],
+            "reasons": [],
+            "backends_skipped": ["trtllm"],
+            "skip_reasons": ["multi_node"],
             "last_error_type": None,
         } == pick(
             captured[0],
@@ -318,7 +318,7 @@ class TestScenarios:
             ("workspace_attempt_failed", "WARNING", "fi_ar", "mnnvl"),
             ("workspace_terminal_failure", "ERROR", "fi_ar", (None, None)),
         ] == trail(captured)
-        assert (("mnnvl",), ("no_cuda",), ("trtllm",), ("multi_node",)) == (
+        assert (["mnnvl"], ["no_cuda"], ["trtllm"], ["multi_node"]) == (
             captured[-1]["backends_tried"],
             captured[-1]["reasons"],
             captured[-1]["backends_skipped"],
@@ -344,14 +344,14 @@ class TestScenarios:
         monkeypatch.setitem(sys.modules, "flashinfer.comm", None)
         m = FiArWorkspaces(backend="auto", nodes=1)
         assert m.get_fi_ar_workspace(*ARGS) is None
-        assert ("flashinfer_missing", "flashinfer_missing") == captured[-1]["reasons"]
+        assert ["flashinfer_missing", "flashinfer_missing"] == captured[-1]["reasons"]
         assert "ModuleNotFoundError" == captured[-1]["last_error_type"]
 
     def test_dist_not_initialized(self, captured: list[dict[str, Any]]) -> None:
         """TorchDistBackend's error (vLLM lets it escape) is classified, not raised."""
         m, _ = manager({"mnnvl": RuntimeError(DIST), "trtllm": RuntimeError(DIST)})
         assert m.get_fi_ar_workspace(*ARGS) is None
-        assert ("dist_not_initialized", "dist_not_initialized") == captured[-1]["reasons"]
+        assert ["dist_not_initialized", "dist_not_initialized"] == captured[-1]["reasons"]
         assert "init_process_group()" in captured[-1]["hint"]
 
     def test_non_exception_propagates(self) -> None:

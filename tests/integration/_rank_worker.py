@@ -1,5 +1,6 @@
 """Helper for test_rank_multiprocess: run 4 ranks (2 nodes x 2) that each log three
-``warning_once`` calls (scope global, local, process) as JSON lines to their own file.
+``info_once`` calls (scope global, local, process) and one scoped WARNING as JSON lines to
+its own file.
 
     python _rank_worker.py MODE OUT_DIR [MASTER_PORT]
 
@@ -70,9 +71,11 @@ def run_rank(mode: str, rank: int, out_dir: str, port: str) -> None:
     )
     log = obs.get_logger("rank_worker")
     for _ in range(3):
-        log.warning_once("scope_global", scope="global")
-        log.warning_once("scope_local", scope="local")
-        log.warning_once("scope_process", scope="process")
+        log.info_once("scope_global", scope="global")
+        log.info_once("scope_local", scope="local")
+        log.info_once("scope_process", scope="process")
+    # OBS_FILE is a shipping sink: a WARNING reaches it from every rank whatever its scope.
+    log.warning("shipped_warning", scope="global")
     info = STATE.runtime.resolver.current()  # type: ignore[union-attr]
     obs.shutdown()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w", encoding="utf-8") as f:

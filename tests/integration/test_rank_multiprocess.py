@@ -95,7 +95,8 @@ class TestRankScoping:
         """scope global -> 1 line, local -> 2 lines, process -> 4 lines across the job."""
         counts = Counter(line["event"] for line in jobs[mode]["lines"])
         del counts["log_repeats_suppressed"]
-        assert {"scope_global": 1, "scope_local": 2, "scope_process": 4} == dict(counts)
+        expected = {"scope_global": 1, "scope_local": 2, "scope_process": 4, "shipped_warning": 4}
+        assert expected == dict(counts)
 
     def test_which_ranks_logged(self, mode: str, jobs: dict[str, dict[str, Any]]) -> None:
         """global: rank 0; local: ranks 0 and 2 (local rank 0 of each node); process: all."""
@@ -107,6 +108,7 @@ class TestRankScoping:
             "scope_global": [0],
             "scope_local": [0, 2],
             "scope_process": [0, 1, 2, 3],
+            "shipped_warning": [0, 1, 2, 3],  # OBS_FILE ships WARNING+ from every rank
         } == {event: sorted(ranks) for event, ranks in by_event.items()}
 
     def test_repeats_counted_only_where_logged(

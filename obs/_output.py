@@ -1,0 +1,191 @@
+"""Where rendered lines go: the console stream and the JSON-lines file.
+
+Every line leaves in one ``write`` of whole bytes: threads are serialised by one lock per
+stream (shared by every runtime, so a reconfiguration cannot interleave either), and the
+file is opened ``O_APPEND`` so processes sharing it never interleave inside a line. The
+stream is looked up on each write (redirection works); when it has a file descriptor the
+bytes go straight to it after the text layer is flushed, so a 10 KB line is never split
+by the text layer's buffer.
+
+The file is a shipping sink: it is created 0600, reopened when logrotate renames it (its
+inode changes), and never closed while a thread may still write to it: it closes when the
+last runtime holding it is gone.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FileSink", "Output", "StreamSink"]
+
+import os
+import sys
+import threading
+import time
+import weakref
+from typing import Any
+
+#: One lock per stream name: every runtime writing to ``sys.stderr`` shares it.
+_STREAM_LOCKS = {"stderr": threading.Lock(), "stdout": threading.Lock()}
+#: How long a writer waits for a stream another thread is blocked on before counting a drop.
+_LOCK_WAIT = 10.0
+_REOPEN_CHECK_SECONDS = 1.0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class StreamSink:
+    """``sys.stderr``/``sys.stdout`` (looked up per write), one whole line per write."""
+
+    __slots__ = ("_fd", "_lock", "_name", "_stream")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = _STREAM_LOCKS[name]
+        self._stream: Any = None
+        self._fd = -1
+
+    def stream(self) -> Any:
+        """The stream written to now."""
+        return getattr(sys, self._name)
+
+    def _fd_of(self, stream: Any) -> int:
+        if stream is not self._stream:
+            fd = -1
+            try:
+                fd = stream.fileno() if hasattr(stream, "buffer") else -1
+            except Exception:
+                fd = -1
+            self._stream, self._fd = stream, fd
+        return self._fd
+
+    def write(self, data: bytes) -> bool:
+        """Write one line (bytes, newline included); False when it could not be written."""
+        stream = getattr(sys, self._name)
+        if stream is None:
+            return False
+        if not self._lock.acquire(timeout=_LOCK_WAIT):
+            return False
+        try:
+            fd = self._fd_of(stream)
+            if fd >= 0:
+                stream.flush()  # what the app printed before comes first
+                _write_all(fd, data)
+            else:
+                stream.write(data.decode("utf-8", "replace"))
+                stream.flush()
+            return True
+        finally:
+            self._lock.release()
+
+    def flush(self) -> None:
+        """Flush the stream's text layer (never raises)."""
+        try:
+            stream = getattr(sys, self._name)
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            return
+
+
+class FileSink:
+    """An ``O_APPEND`` JSON-lines file, reopened when its path's inode changes."""
+
+    __slots__ = ("__weakref__", "_fd", "_finalizer", "_id", "_lock", "_next_check", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._fd = -1
+        self._id: tuple[int, int] = (0, 0)
+        self._finalizer: Any = None
+        self._next_check = 0.0
+        self._open()
+
+    def _open(self) -> None:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags, 0o600)
+        st = os.fstat(fd)
+        if not _is_regular_or_char(st.st_mode):
+            os.close(fd)
+            raise IsADirectoryError(f"{self.path} is not a regular file")
+        old, self._fd = self._fd, fd
+        self._id = (st.st_dev, st.st_ino)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _close_quietly, fd)
+        if old >= 0:
+            _close_quietly(old)
+        self._next_check = time.monotonic() + _REOPEN_CHECK_SECONDS
+
+    def _rotated(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True  # renamed away and not recreated yet: start a new file
+        return (st.st_dev, st.st_ino) != self._id
+
+    def write(self, data: bytes) -> bool:
+        """Append one line; False when it could not be written."""
+        with self._lock:
+            if time.monotonic() >= self._next_check:
+                self._next_check = time.monotonic() + _REOPEN_CHECK_SECONDS
+                if self._rotated():
+                    self._open()
+            _write_all(self._fd, data)
+            return True
+
+    def reopen(self) -> None:
+        """Reopen the path now (after a SIGHUP or an external rotation)."""
+        with self._lock:
+            self._open()
+
+
+def _is_regular_or_char(mode: int) -> bool:
+    import stat  # noqa: PLC0415 - tiny, only on open
+
+    return stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        return
+
+
+class Output:
+    """The runtime's sinks: the stream (console scope) and the file (shipping rule)."""
+
+    __slots__ = ("dropped", "file", "json", "stream")
+
+    def __init__(self, stream: StreamSink | None, file: FileSink | None, *, json: bool) -> None:
+        self.stream = stream
+        self.file = file
+        self.json = json
+        #: Lines that could not be written anywhere they were due.
+        self.dropped = 0
+
+    def write(self, console: bytes | None, line: bytes | None) -> None:
+        """Write the console form to the stream and the JSON line to the file."""
+        try:
+            if console is not None and self.stream is not None and not self.stream.write(console):
+                self.dropped += 1
+        except Exception:
+            self.dropped += 1
+        try:
+            if line is not None and self.file is not None and not self.file.write(line):
+                self.dropped += 1
+        except Exception:
+            self.dropped += 1
+
+    def flush(self) -> None:
+        """Flush the stream's text layer (file writes are unbuffered)."""
+        if self.stream is not None:
+            self.stream.flush()
