@@ -76,19 +76,19 @@ class BoundLogger:
 
     # -- plain calls (the stage decides the level, then the level filter) ------------
 
-    def debug(self, event: str, *args: Any, **kw: Any) -> None:
+    def debug(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log(self, _D, "debug", event, kw, args)
 
-    def info(self, event: str, *args: Any, **kw: Any) -> None:
+    def info(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
             rt.log(self, _I, "info", event, kw, args)
 
-    def warning(self, event: str, *args: Any, **kw: Any) -> None:
+    def warning(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
@@ -96,20 +96,20 @@ class BoundLogger:
 
     warn = warning
 
-    def error(self, event: str, *args: Any, **kw: Any) -> None:
+    def error(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             rt.log(self, _E, "error", event, kw, args)
 
-    def exception(self, event: str, *args: Any, **kw: Any) -> None:
+    def exception(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR with the exception being handled."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             kw.setdefault("exc_info", True)
             rt.log(self, _E, "error", event, kw, args)
 
-    def critical(self, event: str, *args: Any, **kw: Any) -> None:
+    def critical(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at CRITICAL."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_C, kw["stage"]) if "stage" in kw else _C) >= rt.level:
@@ -117,7 +117,7 @@ class BoundLogger:
 
     fatal = critical
 
-    def log(self, level: int, event: str, *args: Any, **kw: Any) -> None:
+    def log(self, level: int, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at a numeric ``level``."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
@@ -128,25 +128,25 @@ class BoundLogger:
 
     # -- once per key (scope defaults to "local", as vLLM's) -------------------------
 
-    def debug_once(self, event: str, *args: Any, **kw: Any) -> None:
+    def debug_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log_once(self, _D, "debug", event, kw, args)
 
-    def info_once(self, event: str, *args: Any, **kw: Any) -> None:
+    def info_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
             rt.log_once(self, _I, "info", event, kw, args)
 
-    def warning_once(self, event: str, *args: Any, **kw: Any) -> None:
+    def warning_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
             rt.log_once(self, _W, "warning", event, kw, args)
 
-    def error_once(self, event: str, *args: Any, **kw: Any) -> None:
+    def error_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:

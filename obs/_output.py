@@ -120,6 +120,7 @@ class FileSink:
         if self._finalizer is not None:
             self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _close_quietly, fd)
+        self._finalizer.atexit = False  # atexit handlers that log after obs' shutdown still write
         if old >= 0:
             _close_quietly(old)
         self._next_check = time.monotonic() + _REOPEN_CHECK_SECONDS

@@ -70,10 +70,18 @@ _MAX_DEFERRED = 256
 
 
 class _Local(threading.local):
-    """Per-thread re-entrancy state: inside a log call, and what nested calls deferred."""
+    """Per-thread re-entrancy state: inside a log call, and what nested calls deferred.
+
+    ``deferred`` is one list per thread, never replaced, so a signal handler appending to
+    it at any bytecode boundary is never lost; ``gen`` is the deferral generation of the
+    event being written (0 outside a drain).
+    """
 
     busy = False
-    deferred: list[tuple[Runtime, str, EventDict]] | None = None
+    gen = 0
+
+    def __init__(self) -> None:
+        self.deferred: list[tuple[Runtime, str, EventDict, int]] = []
 
 
 _LOCAL = _Local()
@@ -332,7 +340,10 @@ class Runtime:
                         return
                 context = logger._context
                 name = logger._name
-                key = make_key(name, level, event, {**context, **kw} if context else kw, once_key)
+                fields = {**context, **kw} if context else kw
+                if args:  # the formatted body keys the call, as vLLM's (msg, *args)
+                    fields = {**fields, "body": _format_body(event, args)}
+                key = make_key(name, level, event, fields, once_key)
                 admitted = not deduper.repeat(key) and deduper.admit(
                     key, event=event, level=level, logger=name
                 )
@@ -491,8 +502,6 @@ class Runtime:
         """Keep a re-entrant call's event for the outer call to write (never blocks)."""
         local = _LOCAL
         deferred = local.deferred
-        if deferred is None:
-            deferred = local.deferred = []
         if len(deferred) >= _MAX_DEFERRED:
             self.reentrant_dropped += 1
             self.deduper.summary_due = True  # reported with the next summaries
@@ -507,27 +516,27 @@ class Runtime:
             event_dict.setdefault("_obs_time_ns", time.time_ns())
         except Exception:
             event_dict.pop("code.file.path", None)
-        deferred.append((self, method, event_dict))
+        deferred.append((self, method, event_dict, local.gen))
 
     @staticmethod
     def _drain(local: _Local) -> None:
-        """Write what re-entrant calls deferred; what those log in turn is deferred once
-        more, and what they defer after that is counted as dropped."""
-        for generation in range(2):
-            deferred, local.deferred = local.deferred, None
-            if not deferred:
-                return
+        """Write what re-entrant calls deferred, in order. What a deferred event's writing
+        logs in turn is written too (generation 1); past that it is counted as dropped."""
+        deferred = local.deferred
+        while deferred:
             local.busy = True
             try:
-                for runtime, method, event_dict in deferred:
+                while deferred:
+                    runtime, method, event_dict, gen = deferred.pop(0)
+                    if gen >= 2:
+                        runtime.reentrant_dropped += 1
+                        runtime.deduper.summary_due = True  # reported with the summaries
+                        continue
+                    local.gen = gen + 1
                     runtime._process(method, event_dict)
             finally:
+                local.gen = 0
                 local.busy = False
-            if generation == 1 and local.deferred:
-                rest, local.deferred = local.deferred, None
-                for runtime, _, _ in rest:
-                    runtime.reentrant_dropped += 1
-                    runtime.deduper.summary_due = True  # reported with the next summaries
 
     # -- internal events -------------------------------------------------------------
 
@@ -594,6 +603,11 @@ class Runtime:
             safe["timestamp"] = TimeStamper()(
                 None, "", {"_obs_time_ns": ns} if type(ns) is int else {}
             )["timestamp"]
+            try:
+                for key, value in self.resolver.current()._fields.items():  # type: ignore[attr-defined]
+                    safe.setdefault(key, value)
+            except Exception:  # the rank probe itself failed: the line goes out without
+                safe.setdefault("rank", -1)  # rank fields rather than not at all
             if not isinstance(safe.get("event"), str):
                 safe["event"] = "obs_unrenderable_event"
             safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")

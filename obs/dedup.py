@@ -57,6 +57,11 @@ _NOT_KEY = frozenset(
         "once_key",
         "every_n",
         "every_seconds",
+        "outcome",
+        "dedup_overflow",
+        "code.file.path",
+        "code.line.number",
+        "code.function.name",
     }
 )
 
@@ -109,12 +114,14 @@ def make_key(
         return (logger, level, event)
     if len(fields) == 1:
         for name, value in fields.items():
-            if name in _NOT_KEY or name[:5] == "_obs_":
+            if name in _NOT_KEY or name[:5] == "_obs_" or (name == "body" and value == event):
                 return (logger, level, event)
             return (logger, level, event, name, _kv(value))
     parts: list[object] = [logger, level, event]
     for name in sorted(fields):
         if name in _NOT_KEY or name[:5] == "_obs_":
+            continue
+        if name == "body" and fields[name] == event:  # the default body is the event itself
             continue
         parts.append(name)
         parts.append(_kv(fields[name]))
@@ -172,7 +179,7 @@ def key_text(key: Key) -> str:
         elif isinstance(value, tuple) and value and value[0] == "long":
             value = f"{value[2]}...[{value[1]} chars]"
         elif isinstance(value, tuple) and len(value) == 2:
-            value = value[1] if value[0] == "repr" else repr(value[1])
+            value = value[1] if value[0] == "repr" else safe_repr(value[1], 100)
         pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={value}")
     if len(rest) % 2:
         pairs.append(str(rest[-1]))

@@ -166,6 +166,18 @@ def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]
     return out
 
 
+#: Characters JSON allows raw but line splitters (Python's splitlines, some shippers) break
+#: lines on: NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR, in UTF-8.
+_BREAKS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+
+
+def _escape_breaks(out: bytes) -> bytes:
+    for raw, escaped in _BREAKS:
+        if raw in out:
+            out = out.replace(raw, escaped)
+    return out
+
+
 def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
     """JSON bytes for ``event_dict``, always one valid object with its control fields intact.
 
@@ -180,18 +192,18 @@ def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
         except Exception:
             out = b""
     if out and len(out) <= MAX_LINE:
-        return out
+        return out if out.isascii() else _escape_breaks(out)
     for limit in (None, 1024, 64):
         try:
             out = orjson.dumps(_safe_dict(event_dict, limit), option=option)
         except Exception:  # a value even the safe copy could not write: shorten further
             out = b""
         if out and len(out) <= MAX_LINE:
-            return out
+            return out if out.isascii() else _escape_breaks(out)
     last = {k: _control_value(k, event_dict[k]) for k in CONTROL_FIELDS if k in event_dict}
     last = {k: v[:1024] if isinstance(v, str) else v for k, v in last.items()}
     last["truncated"] = "all user fields dropped"
-    return orjson.dumps(last, option=option)
+    return _escape_breaks(orjson.dumps(last, option=option))
 
 
 class JSONRenderer:
