@@ -14,6 +14,9 @@ __all__ = ["BoundLogger"]
 import logging
 from typing import TYPE_CHECKING, Any
 
+from obs.encode import plain_values
+from obs.render import user_fields
+
 if TYPE_CHECKING:
     from obs._config import Holder
 
@@ -29,14 +32,16 @@ class BoundLogger:
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_context", "_flat", "_holder", "_name")
+    __slots__ = ("_context", "_fields", "_flat", "_holder", "_name")
 
     def __init__(self, name: str, holder: Holder, context: dict[str, Any] | None = None) -> None:
         self._name = name
         self._holder = holder
         self._context: dict[str, Any] = context or {}
-        #: No ``dict`` among the bound values (decided once here, not per call).
-        self._flat = dict not in map(type, self._context.values())
+        #: The context as the record carries it: a control-field name becomes ``user.<name>``.
+        self._fields = user_fields(self._context)
+        #: Only short plain scalars among the bound values (decided once here, not per call).
+        self._flat = plain_values(self._context)
 
     def __repr__(self) -> str:
         return f"<obs.BoundLogger {self._name!r} context={self._context!r}>"

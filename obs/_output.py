@@ -25,16 +25,15 @@ from typing import Any
 
 #: One lock per stream name: every runtime writing to ``sys.stderr`` shares it.
 _STREAM_LOCKS = {"stderr": threading.Lock(), "stdout": threading.Lock()}
-#: How long a writer waits for a stream another thread is blocked on before counting a drop.
-_LOCK_WAIT = 10.0
 _REOPEN_CHECK_SECONDS = 1.0
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    written = os.write(fd, data)
+    if written < len(data):  # a pipe or a signal cut it short: finish the same line
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 class StreamSink:
@@ -67,19 +66,14 @@ class StreamSink:
         stream = getattr(sys, self._name)
         if stream is None:
             return False
-        if not self._lock.acquire(timeout=_LOCK_WAIT):
-            return False
-        try:
-            fd = self._fd_of(stream)
+        with self._lock:  # never taken re-entrantly: the runtime defers nested calls
+            fd = self._fd if stream is self._stream else self._fd_of(stream)
             if fd >= 0:
                 stream.flush()  # what the app printed before comes first
                 _write_all(fd, data)
-            else:
+            else:  # a text stream without a descriptor (pytest's capture, StringIO)
                 stream.write(data.decode("utf-8", "replace"))
-                stream.flush()
             return True
-        finally:
-            self._lock.release()
 
     def flush(self) -> None:
         """Flush the stream's text layer (never raises)."""
@@ -175,13 +169,14 @@ class Output:
 
     def write(self, console: bytes | None, line: bytes | None) -> None:
         """Write the console form to the stream and the JSON line to the file."""
+        stream, file = self.stream, self.file
         try:
-            if console is not None and self.stream is not None and not self.stream.write(console):
+            if console is not None and stream is not None and not stream.write(console):
                 self.dropped += 1
-        except Exception:
+        except Exception:  # one sink failing must not cost the other its line
             self.dropped += 1
         try:
-            if line is not None and self.file is not None and not self.file.write(line):
+            if line is not None and file is not None and not file.write(line):
                 self.dropped += 1
         except Exception:
             self.dropped += 1

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from operator import length_hint
 from typing import TYPE_CHECKING, Any, Literal
 
 from structlog import DropEvent
@@ -30,7 +31,7 @@ from obs._output import FileSink, Output, StreamSink
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
-from obs.encode import Redactor, safe_repr, scrub_text, to_jsonable
+from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
 from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import (
     CONTROL_FIELDS,
@@ -38,6 +39,7 @@ from obs.render import (
     JSONRenderer,
     TimeStamper,
     strip_control_keys,
+    user_fields,
 )
 from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
@@ -64,7 +66,8 @@ CONTROL_KEYS = frozenset(CONTROL_FIELDS)
 #: Control fields a call (not a bound value or contextvar) may set: the documented keywords.
 _CALL_KEYWORDS = frozenset({"stage", "body"})
 _CALL_CONTROL = CONTROL_KEYS - _CALL_KEYWORDS
-_PLAIN = frozenset({str, int, float, bool, type(None)})
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+_line = JSONRenderer.line_bytes
 #: Events deferred by re-entrant calls on one thread before further ones are counted.
 _MAX_DEFERRED = 256
 
@@ -87,13 +90,9 @@ class _Local(threading.local):
 _LOCAL = _Local()
 
 
-def _user_fields(ed: EventDict, fields: dict[str, Any], control: frozenset[str]) -> None:
-    """Add ``fields`` to ``ed``; one named like a control field goes in as ``user.<name>``."""
-    if control.isdisjoint(fields):
-        ed.update(fields)
-        return
-    for key, value in fields.items():
-        ed[f"user.{key}" if key in control else key] = value
+def _plain_text(value: object) -> str:
+    """An event name as a plain, bounded str (a str subclass or a huge str made safe)."""
+    return str(to_jsonable(value)) if isinstance(value, str) else safe_repr(value, 1000)
 
 
 def _format_body(event: object, args: tuple[Any, ...]) -> str:
@@ -253,8 +252,8 @@ class Runtime:
         depth: int,
     ) -> EventDict:
         """The event dict of a logger call: control fields first, user fields never over them."""
-        if type(event) is not str:
-            event = event if isinstance(event, str) else safe_repr(event, 1000)
+        if type(event) is not str or len(event) > MAX_STR:
+            event = _plain_text(event)
         ed: EventDict = {
             "timestamp": None,
             "severity_text": None,
@@ -263,14 +262,16 @@ class Runtime:
             "body": event if not args else _format_body(event, args),
             "logger": logger._name,
         }
-        context = logger._context
         flat = logger._flat
-        if context:
-            _user_fields(ed, context, CONTROL_KEYS)
+        if logger._context:
+            ed.update(logger._fields)
         if kw:
-            _user_fields(ed, kw, _CALL_CONTROL)
-            if flat and not _PLAIN.issuperset(map(type, kw.values())):
-                flat = False
+            ed.update(kw if _CALL_CONTROL.isdisjoint(kw) else user_fields(kw, _CALL_KEYWORDS))
+            if flat:  # plain_values(kw), inlined: two C-level passes
+                values = kw.values()
+                flat = _PLAIN_TYPES.issuperset(map(type, values)) and (
+                    max(map(length_hint, values)) < MAX_STR
+                )
         ed["_obs_level"] = level
         ed["_obs_depth"] = depth
         ed["_obs_flat"] = flat
@@ -325,34 +326,38 @@ class Runtime:
             self._defer(self._entry(logger, level, event, kw, args, 4), method)
             return
         deduper = self.deduper
+        try:  # no lock is taken before admit(): a nested call here needs no deferral
+            if "stage" in kw:
+                level = self.effective_level(level, kw["stage"])
+            if level < self.ship_level:
+                if type(scope) is str and scope == "local":
+                    if self.resolver.current().local_rank != 0:
+                        return
+                elif not (type(scope) is str and scope == "process") and not scope_allows(
+                    scope, self.resolver.current()
+                ):
+                    return
+            context = logger._context
+            name = logger._name
+            fields = {**context, **kw} if context else kw
+            if args:  # the formatted body keys the call, as vLLM's (msg, *args)
+                fields = {**fields, "body": _format_body(event, args)}
+            key = make_key(name, level, event, fields, once_key)
+            if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat: lock-free
+                if deduper.summary_due:
+                    self.emit_summaries()
+                return
+        except Exception:  # an odd stage, scope, once_key or event: the guarded
+            kw.update(scope=scope, once=True)  # processor path decides (and reports)
+            if once_key is not None:
+                kw["once_key"] = once_key
+            self.process(method, self._entry(logger, level, event, kw, args, 5))
+            return
         local.busy = True
         try:
-            try:
-                if "stage" in kw:
-                    level = self.effective_level(level, kw["stage"])
-                if level < self.ship_level:
-                    if type(scope) is str and scope == "local":
-                        if self.resolver.current().local_rank != 0:
-                            return
-                    elif not (type(scope) is str and scope == "process") and not scope_allows(
-                        scope, self.resolver.current()
-                    ):
-                        return
-                context = logger._context
-                name = logger._name
-                fields = {**context, **kw} if context else kw
-                if args:  # the formatted body keys the call, as vLLM's (msg, *args)
-                    fields = {**fields, "body": _format_body(event, args)}
-                key = make_key(name, level, event, fields, once_key)
-                admitted = not deduper.repeat(key) and deduper.admit(
-                    key, event=event, level=level, logger=name
-                )
-            except Exception:  # an odd stage, scope, once_key or event: the guarded
-                kw.update(scope=scope, once=True)  # processor path decides (and reports)
-                if once_key is not None:
-                    kw["once_key"] = once_key
-                self._process(method, self._entry(logger, level, event, kw, args, 4))
-                return
+            admitted = not deduper.repeat(key) and deduper.admit(
+                key, event=event, level=level, logger=name
+            )
             if not admitted:
                 if deduper.summary_due:
                     self._emit_summaries()
@@ -438,13 +443,14 @@ class Runtime:
             for sink in self.captures:
                 sink.append(dict(event_dict))
         output = self._output
-        line = None
-        if output.file is not None or (console and output.json):
-            line = JSONRenderer.line_bytes(event_dict)
-        shown = None
-        if console and output.stream is not None:
-            shown = line if output.json else self._console(event_dict)
-        output.write(shown, line)
+        if output.json:
+            line = _line(event_dict)
+            output.write(line if console else None, line)
+        else:
+            output.write(
+                self._console(event_dict) if console else None,
+                _line(event_dict) if output.file is not None else None,
+            )
 
     def log_record(self, record: logging.LogRecord, *, export: bool = True) -> None:
         """Run a stdlib ``LogRecord`` through the same chain (the bridge's entry)."""
@@ -474,7 +480,7 @@ class Runtime:
                 if k not in _STDLIB_ATTRS and k != "event" and not str(k).startswith("_obs_")
             }
             if extras:
-                _user_fields(ed, extras, _CALL_CONTROL)
+                ed.update(user_fields(extras, _CALL_KEYWORDS))
             ed["code.file.path"] = record.pathname
             ed["code.line.number"] = record.lineno
             ed["code.function.name"] = record.funcName
@@ -556,7 +562,7 @@ class Runtime:
                 "body": fields.pop("body", event),
                 "logger": fields.pop("logger", "obs"),
             }
-            _user_fields(ed, fields, _CALL_CONTROL)
+            ed.update(user_fields(fields, _CALL_KEYWORDS))
             ed["_obs_level"] = level
             ed["_obs_internal"] = True
             self.process(_METHOD_BY_LEVEL.get(level, "warning"), ed)
@@ -611,7 +617,7 @@ class Runtime:
             if not isinstance(safe.get("event"), str):
                 safe["event"] = "obs_unrenderable_event"
             safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
-            line = JSONRenderer.line_bytes(safe)
+            line = _line(safe)
             self._output.write(line if self._output.json else self._console(safe), line)
         except Exception:
             self.unreported_errors += 1
@@ -682,7 +688,7 @@ class Runtime:
             "body": fields.pop("body", event),
             "logger": fields.pop("logger", "obs"),
         }
-        _user_fields(ed, fields, _CALL_CONTROL)
+        ed.update(user_fields(fields, _CALL_KEYWORDS))
         ed["_obs_level"] = level
         ed["_obs_internal"] = True
         try:

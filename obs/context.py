@@ -16,10 +16,10 @@ import contextvars
 from structlog.contextvars import STRUCTLOG_KEY_PREFIX
 from structlog.typing import EventDict, WrappedLogger
 
+from obs.encode import plain_values
 from obs.render import CONTROL_FIELDS
 
 _PREFIX_LEN = len(STRUCTLOG_KEY_PREFIX)
-_PLAIN = (str, int, float, bool, type(None))
 #: The chain's own fields (the same set as ``obs.render.CONTROL_FIELDS``).
 _CONTROL = frozenset(CONTROL_FIELDS)
 
@@ -33,6 +33,6 @@ def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: Event
                 key = "user." + key
             if key not in event_dict:
                 event_dict[key] = value
-                if type(value) not in _PLAIN:
+                if not plain_values({key: value}):
                     event_dict["_obs_flat"] = False
     return event_dict

@@ -116,7 +116,13 @@ def make_key(
         for name, value in fields.items():
             if name in _NOT_KEY or name[:5] == "_obs_" or (name == "body" and value == event):
                 return (logger, level, event)
-            return (logger, level, event, name, _kv(value))
+            return (
+                logger,
+                level,
+                event,
+                name,
+                value if type(value) is str and len(value) <= _LONG else _kv(value),
+            )
     parts: list[object] = [logger, level, event]
     for name in sorted(fields):
         if name in _NOT_KEY or name[:5] == "_obs_":
@@ -233,6 +239,11 @@ class Deduper:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def lockfree(self) -> bool:
+        """True when :meth:`repeat` takes no lock (a GIL build): callers may skip guarding it."""
+        return self._lockfree
 
     @property
     def capacity(self) -> int:

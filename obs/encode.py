@@ -26,6 +26,7 @@ __all__ = [
     "format_exception",
     "is_secret_key",
     "key_words",
+    "plain_values",
     "safe_repr",
     "scrub_text",
     "to_jsonable",
@@ -39,6 +40,7 @@ import reprlib
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
+from operator import length_hint
 from types import TracebackType
 from typing import Any
 
@@ -155,6 +157,21 @@ def scrub_text(text: str) -> str:
     if "earer" in text or "asic" in text:
         text = _BEARER.sub(rf"\1 {REDACTED}", text)
     return text
+
+
+_PLAIN_TYPES = frozenset(_SCALARS)
+
+
+def plain_values(fields: Mapping[str, Any]) -> bool:
+    """True when every value is a str/int/float/bool/None shorter than MAX_STR: JSON takes
+    it as is (NaN/inf aside, which the renderer catches). Anything else the redactor walks.
+
+    Two C-level passes, so the common event pays a few hundred nanoseconds for it.
+    """
+    values = fields.values()
+    return _PLAIN_TYPES.issuperset(map(type, values)) and (
+        not values or max(map(length_hint, values)) < MAX_STR
+    )
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -533,6 +550,11 @@ class Redactor:
                     self._safe.add(key)
         if not event_dict.get("_obs_flat"):
             for key, value in event_dict.items():
-                if type(value) not in _SCALARS and key[:5] != "_obs_":
+                cls = type(value)
+                if (
+                    cls not in _SCALARS
+                    or (cls is str and len(value) > MAX_STR)
+                    or (cls is float and value - value != 0.0)
+                ) and key[:5] != "_obs_":
                     event_dict[key] = to_jsonable(value)
         return event_dict

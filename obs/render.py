@@ -15,6 +15,7 @@ __all__ = [
     "JSONRenderer",
     "TimeStamper",
     "strip_control_keys",
+    "user_fields",
 ]
 
 import time
@@ -68,9 +69,9 @@ class TimeStamper:
         sec, micros = divmod(ns // 1000, 1_000_000)
         cached_sec, prefix = self._cache
         if cached_sec != sec:
-            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec))
             self._cache = (sec, prefix)
-        event_dict["timestamp"] = f"{prefix}.{micros:06d}Z"
+        event_dict["timestamp"] = prefix + str(1_000_000 + micros)[1:] + "Z"
         return event_dict
 
 
@@ -97,6 +98,18 @@ CONTROL_FIELDS: tuple[str, ...] = (
     "exception.stacktrace",
 )
 _CONTROL_SET = frozenset(CONTROL_FIELDS)
+
+
+def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``fields`` with each control-field name (but ``allowed``) renamed ``user.<name>``:
+    a caller's value never overwrites a field the chain owns."""
+    if _CONTROL_SET.isdisjoint(fields):
+        return fields
+    return {
+        f"user.{k}" if k in _CONTROL_SET and k not in allowed else k: v for k, v in fields.items()
+    }
+
+
 _INT_CONTROL = frozenset(
     {"severity_number", "rank", "local_rank", "world_size", "node_rank", "code.line.number"}
 )
@@ -105,22 +118,9 @@ MAX_FIELDS = 256
 _I64 = (-(2**63), 2**63 - 1)
 
 
-def _plain(event_dict: EventDict) -> bool:
-    """True when orjson's own output is already right: every value a short scalar or a
-    container the redactor made safe (no NaN/inf, no out-of-range int, no huge string)."""
-    if len(event_dict) > MAX_FIELDS + len(CONTROL_FIELDS):
-        return False
-    for value in event_dict.values():
-        cls = type(value)
-        if cls is str:
-            if len(value) > MAX_STR:
-                return False
-        elif cls is float:
-            if value - value != 0.0:
-                return False
-        elif cls is int and not _I64[0] <= value <= _I64[1]:
-            return False
-    return True
+def _has_nonfinite(event_dict: EventDict) -> bool:
+    """True when a top-level float is NaN or infinite (orjson writes those as ``null``)."""
+    return any(type(v) is float and v - v != 0.0 for v in event_dict.values())
 
 
 def _control_value(key: str, value: Any) -> Any:
@@ -181,17 +181,17 @@ def _escape_breaks(out: bytes) -> bytes:
 def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
     """JSON bytes for ``event_dict``, always one valid object with its control fields intact.
 
-    orjson writes the common event directly; anything it cannot write as is (NaN/inf, a
-    huge int or string, a lone surrogate, a line over :data:`MAX_LINE`) goes through a
-    copy where only the offending values are replaced.
+    orjson writes the common event directly (a ``null`` in its output costs one check of the
+    top-level floats, not a re-encode); anything it cannot write as is (NaN/inf, a huge
+    int, a lone surrogate, a line over :data:`MAX_LINE`) goes through a copy where only
+    the offending values are replaced. Values longer than MAX_STR are cut before this, by
+    the redactor, when the entry saw them.
     """
-    out = b""
-    if _plain(event_dict):
-        try:
-            out = orjson.dumps(event_dict, default=json_default, option=option)
-        except Exception:
-            out = b""
-    if out and len(out) <= MAX_LINE:
+    try:
+        out = orjson.dumps(event_dict, default=json_default, option=option)
+    except Exception:  # a huge int, a lone surrogate, a non-str key
+        out = b""
+    if out and len(out) <= MAX_LINE and not (b"null" in out and _has_nonfinite(event_dict)):
         return out if out.isascii() else _escape_breaks(out)
     for limit in (None, 1024, 64):
         try:

@@ -225,7 +225,7 @@ class TestInternalErrors:
         def broken_render(event_dict: Any) -> bytes:
             raise OSError("disk full")
 
-        monkeypatch.setattr("obs._runtime.JSONRenderer.line_bytes", broken_render)
+        monkeypatch.setattr("obs._runtime._line", broken_render)
         obs.get_logger("t").error("lost")
         obs.get_logger("t").error("lost again")
         assert 3 == runtime.unreported_errors  # two events and the one report about them
