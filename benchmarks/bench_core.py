@@ -24,8 +24,9 @@ class _Sink(io.TextIOBase):
 
 def _configure_obs(**kw: Any) -> Any:
     import obs
+    import obs.testing
 
-    obs.testing.reset() if hasattr(obs, "testing") else None
+    obs.testing.reset()
     obs.configure(format="json", stdlib_bridge=False, logs_exporter="none", **kw)
     return obs
 
@@ -183,6 +184,64 @@ def bench_dedup_memory(capacity: int, distinct: int) -> dict[str, Any]:
     )
 
 
+def _adversarial() -> list[tuple[str, Any]]:
+    """Inputs that cost the first release seconds per call, as (name, call(log))."""
+    big_dict = {f"k{i}": i for i in range(1_000_000)}
+    big_list = list(range(1_000_000))
+    chain: BaseException = ValueError("root")
+    for i in range(50_000):
+        err = RuntimeError(i)
+        err.__cause__ = chain
+        chain = err
+    huge_key = {"k" * 50_000_000: 1}
+    huge_str = "y" * 50_000_000
+    return [
+        ("1M-key dict value", lambda log: log.info("adv", d=big_dict)),
+        ("1M-item list in a once key", lambda log: log.warning_once("adv", ids=big_list)),
+        ("50,000-deep cause chain", lambda log: log.error("adv", exc_info=chain)),
+        ("50 MB key in a dict value", lambda log: log.info("adv", d=huge_key)),
+        ("50 MB field name", lambda log: log.info("adv", **huge_key)),
+        ("50 MB string value", lambda log: log.info("adv", s=huge_str)),
+        ("10**5000", lambda log: log.info("adv", n=10**5000)),
+        (
+            "300 fields of 2 KB",
+            lambda log: log.info("adv", **{f"f{i}": "z" * 2000 for i in range(300)}),
+        ),
+    ]
+
+
+def bench_worst_case(rounds: int) -> dict[str, Any]:
+    """The slowest single call over adversarial inputs, against the 5 ms budget per call."""
+    obs = _configure_obs()
+    sink, saved = _Sink(), sys.stderr
+    sys.stderr = sink
+    times: dict[str, float] = {}
+    try:
+        log = obs.get_logger("bench")
+        for name, call in _adversarial():
+            call(log)  # first call: once keys, caches
+            samples = []
+            for _ in range(rounds):
+                start = time.perf_counter_ns()
+                call(log)
+                samples.append((time.perf_counter_ns() - start) / 1e6)
+            times[name] = statistics.median(samples)
+    finally:
+        sys.stderr = saved
+        obs.testing.reset()
+    worst = max(times, key=times.__getitem__)
+    return row(
+        "worst-case call, adversarial inputs (bounded cost)",
+        times[worst],
+        5.0,
+        times[worst] / 5.0,
+        1.0,
+        "ms",
+        f"anchor = the 5 ms budget per call; worst: {worst}; "
+        + ", ".join(f"{k} {v:.2f}" for k, v in times.items()),
+    )
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """All core rows; ``quick`` shrinks loop counts for a smoke run."""
     loops = 20_000 if quick else 200_000
@@ -192,4 +251,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         bench_full_chain(loops // 4),
         bench_import(3 if quick else 15),
         bench_dedup_memory(10_000, 100_000 if quick else 1_000_000),
+        bench_worst_case(3 if quick else 7),
     ]

@@ -142,7 +142,7 @@ def is_secret_key(key: object) -> bool:
     if hit is None:
         low = key[:MAX_KEY].lower()
         hit = any(p in low for p in _SECRET_PARTS) or _secret_words(key_words(key))
-        if len(_SECRET_CACHE) < 8192:
+        if len(_SECRET_CACHE) < 8192 and len(key) <= MAX_KEY:
             _SECRET_CACHE[key] = hit
     return hit
 
@@ -458,20 +458,39 @@ def _format_chain(exc: BaseException) -> str:
     if cur is not None and id(cur) not in seen:
         parts.append(f"[{_chain_rest(cur)} earlier exceptions in the chain not shown]\n")
     for item, link in reversed(chain):
-        lines = traceback.format_exception(
-            type(item), item, item.__traceback__, limit=50, chain=False
-        )
-        parts.append("".join(_truncate(line, 4096) for line in lines))
+        parts.append(_format_one(item))
         if link:
             parts.append(link)
     return "".join(parts)
+
+
+def _format_one(exc: BaseException) -> str:
+    """One exception's traceback text, without walking its cause chain (the stdlib's
+    ``TracebackException`` walks all of it, whatever ``chain`` says)."""
+    out = []
+    if exc.__traceback__ is not None:
+        frames = traceback.extract_tb(exc.__traceback__, limit=-50)  # the innermost 50
+        out.append("Traceback (most recent call last):\n")
+        out.extend(_truncate(line, 4096) for line in traceback.format_list(frames))
+    cls = type(exc)
+    name = (
+        cls.__qualname__
+        if cls.__module__ in ("builtins", "__main__")
+        else f"{cls.__module__}.{cls.__qualname__}"
+    )
+    try:
+        text = _exc_text(exc)
+    except Exception:
+        text = f"<exception str() failed: {safe_repr(exc, 200)}>"
+    out.append(f"{name}: {_truncate(text, 4096)}\n" if text else f"{name}\n")
+    return "".join(out)
 
 
 def _chain_rest(exc: BaseException) -> str:
     count = 0
     seen: set[int] = set()
     cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen and count < 10_000:
+    while cur is not None and id(cur) not in seen and count < 1000:
         seen.add(id(cur))
         count += 1
         cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
@@ -544,10 +563,14 @@ class Redactor:
                 event_dict.update(fields)
         if not self._safe.issuperset(event_dict):  # the fast path: every key seen, none secret
             for key in event_dict.keys() - self._safe:
-                if self.is_secret(key):
-                    event_dict[key] = REDACTED
-                elif len(self._safe) < 4096 and type(key) is str and len(key) <= MAX_KEY:
-                    self._safe.add(key)
+                name = key
+                if type(key) is not str or len(key) > MAX_KEY:  # a field name is bounded too
+                    name = _safe_str(key, MAX_KEY)
+                    event_dict[name] = event_dict.pop(key)
+                if self.is_secret(name):
+                    event_dict[name] = REDACTED
+                elif len(self._safe) < 4096:
+                    self._safe.add(name)
         if not event_dict.get("_obs_flat"):
             for key, value in event_dict.items():
                 cls = type(value)

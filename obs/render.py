@@ -135,6 +135,11 @@ def _control_value(key: str, value: Any) -> Any:
     return to_jsonable(value)
 
 
+def _bounded_name(key: object) -> str:
+    text = to_jsonable(key[: MAX_KEY * 2]) if isinstance(key, str) else safe_repr(key, MAX_KEY)
+    return str(text)[:MAX_KEY]
+
+
 def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]:
     """The slow path's copy: control fields first and intact, then at most MAX_FIELDS user
     fields, each made safe on its own (``value_limit``: shorten each to that many chars)."""
@@ -149,7 +154,7 @@ def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]
         if kept >= MAX_FIELDS:
             dropped += 1
             continue
-        name = key if type(key) is str and len(key) <= MAX_KEY else safe_repr(key, MAX_KEY)
+        name = key if type(key) is str and len(key) <= MAX_KEY else _bounded_name(key)
         try:
             safe = to_jsonable(value)
             if value_limit is not None and not isinstance(safe, (int, float, bool, type(None))):
