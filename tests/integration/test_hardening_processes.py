@@ -66,7 +66,9 @@ class TestNoHang:
         dropped = sum(r["count"] for r in records if r["event"] == "obs_records_dropped")
         assert handled > 10, proc.stdout
         written = events["from_signal"]
-        assert handled == written + dropped, (handled, written, dropped)  # or counted, never lost
+        # Never doubled, never lost uncounted. The drop count also covers the handler's own
+        # deferred ``from_signal_once`` records, so it bounds from above, not exactly.
+        assert written <= handled <= written + dropped, (handled, written, dropped)
         assert SECRET not in path.read_text() + proc.stderr
 
     def test_finaliser_logging_inside_obs(self, tmp_path: Path) -> None:
