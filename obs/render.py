@@ -18,6 +18,7 @@ __all__ = [
     "user_fields",
 ]
 
+import re
 import time
 from typing import Any
 
@@ -171,16 +172,22 @@ def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]
     return out
 
 
-#: Characters JSON allows raw but line splitters (Python's splitlines, some shippers) break
-#: lines on: NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR, in UTF-8.
-_BREAKS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+#: Characters JSON allows raw but that break a line or reorder what a terminal shows, in
+#: UTF-8: DEL and the C1 controls (CSI among them), NEL, LINE/PARAGRAPH SEPARATOR (line
+#: splitters such as Python's splitlines break on them) and the bidi controls (a value
+#: could make ``kubectl logs`` read otherwise).
+#: UTF-8 lead bytes never occur inside another character, so a byte match is a character.
+_UNSAFE_UTF8 = re.compile(
+    b"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xd8\x9c"
+)
+
+
+def _escape_unsafe(match: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode())
 
 
 def _escape_breaks(out: bytes) -> bytes:
-    for raw, escaped in _BREAKS:
-        if raw in out:
-            out = out.replace(raw, escaped)
-    return out
+    return _UNSAFE_UTF8.sub(_escape_unsafe, out)
 
 
 def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
@@ -197,14 +204,14 @@ def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
     except Exception:  # a huge int, a lone surrogate, a non-str key
         out = b""
     if out and len(out) <= MAX_LINE and not (b"null" in out and _has_nonfinite(event_dict)):
-        return out if out.isascii() else _escape_breaks(out)
+        return out if out.isascii() and b"\x7f" not in out else _escape_breaks(out)
     for limit in (None, 1024, 64):
         try:
             out = orjson.dumps(_safe_dict(event_dict, limit), option=option)
         except Exception:  # a value even the safe copy could not write: shorten further
             out = b""
         if out and len(out) <= MAX_LINE:
-            return out if out.isascii() else _escape_breaks(out)
+            return out if out.isascii() and b"\x7f" not in out else _escape_breaks(out)
     last = {k: _control_value(k, event_dict[k]) for k in CONTROL_FIELDS if k in event_dict}
     last = {k: v[:1024] if isinstance(v, str) else v for k, v in last.items()}
     last["truncated"] = "all user fields dropped"
@@ -262,9 +269,13 @@ _HEAD = frozenset(
         "exception.stacktrace",
     }
 )
+#: Bidi controls (embeddings, overrides, isolates, marks): raw, they reorder what a terminal
+#: shows, so a value could make a line read as something else (Trojan Source).
+BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _ESCAPES = (
     {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}  # C0, DEL and C1 (NEL)
-    | {10: "\\n", 13: "\\r", 9: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+    | {i: f"\\u{i:04x}" for i in (0x2028, 0x2029, *BIDI_CONTROLS)}
+    | {10: "\\n", 13: "\\r", 9: "\\t"}
 )
 
 
@@ -290,8 +301,8 @@ def _value(value: Any) -> str:
 class ConsoleRenderer:
     """Processor (last): ``time LEVEL [rN] event  body  key=value ...`` on one line.
 
-    Control characters in values are escaped, so one event is always one line (the
-    traceback, if any, follows indented).
+    Control and bidi characters in every part are escaped, so one event is always one line
+    that reads as what it holds (the traceback, if any, follows indented, escaped the same).
     """
 
     __slots__ = ("_colors",)
@@ -301,15 +312,17 @@ class ConsoleRenderer:
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
         ed = strip_control_keys(event_dict)
-        level = str(ed.get("severity_text", ""))
+        level = _one_line(str(ed.get("severity_text", "")))
         head = f"{level:<8}"
         if self._colors:
             head = f"{_LEVEL_STYLES.get(level, '')}{head}{_RESET}"
         rank = ed.get("rank")
-        where = f"[r{rank}/n{ed.get('node_rank', 0)}]" if ed.get("world_size", 1) != 1 else ""
+        where = ""
+        if ed.get("world_size", 1) != 1:
+            where = _one_line(f"[r{rank}/n{ed.get('node_rank', 0)}]")
         event = _one_line(str(ed.get("event", "")))
         body = ed.get("body")
-        parts = [str(ed.get("timestamp", "")), head]
+        parts = [_one_line(str(ed.get("timestamp", ""))), head]
         if where:
             parts.append(where)
         parts.append(f"\x1b[1m{event}\x1b[0m" if self._colors else event)

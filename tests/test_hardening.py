@@ -660,3 +660,45 @@ def test_stream_none_is_file_only(tmp_path: Path, capsys: pytest.CaptureFixture[
         capsys.readouterr().err,
         [json.loads(x)["event"] for x in path.read_text().splitlines()],
     )
+
+
+#: What may never reach a terminal raw: C0/C1 controls, DEL, line separators, bidi controls.
+UNSAFE = {
+    *map(chr, (*range(32), *range(127, 160), 0x2028, 0x2029, 0x061C, 0x200E, 0x200F)),
+    *map(chr, (*range(0x202A, 0x202F), *range(0x2066, 0x206A))),
+}
+HOSTILE_TEXT = st.text(
+    st.sampled_from([*sorted(UNSAFE), "a", "=", " ", "é", "\U0001f600"]), max_size=40
+)
+
+
+class TestConsoleAndLineEscaping:
+    @FAST
+    @given(event=HOSTILE_TEXT, key=HOSTILE_TEXT, value=HOSTILE_TEXT)
+    def test_console_line_is_one_line_with_nothing_raw(
+        self, event: str, key: str, value: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Console format: whatever text an event, body, key or value holds, the event is one
+        line with no raw control or bidi character (ESC, BEL and U+202E passed raw on main)."""
+        obs.configure(format="console", sdk_disabled=True, repeat_summary_seconds=0)
+        capsys.readouterr()
+        log = obs.get_logger("t")
+        log.warning(event or "e", body=value, **{key or "k": value, "timestamp": value})
+        out = capsys.readouterr().err
+        assert out.endswith("\n")
+        assert 1 == out.count("\n"), out
+        assert not UNSAFE & set(out[:-1]), out
+
+    @FAST
+    @given(value=HOSTILE_TEXT)
+    def test_json_line_escapes_breaks_and_bidi(
+        self, value: str, configure_json: Configure, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """JSON lines: NEL, U+2028/9 and bidi controls are written escaped (U+202E passed raw
+        on main), and the value reads back unchanged."""
+        read = configure_json()
+        obs.get_logger("t").warning("e", v=value)
+        raw = capsys.readouterr().err
+        assert not UNSAFE & set(raw[:-1]), raw
+        assert value == json.loads(raw)["v"]
+        read()
