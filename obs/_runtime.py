@@ -564,7 +564,6 @@ class Runtime:
             }
             ed.update(user_fields(fields, _CALL_KEYWORDS))
             ed["_obs_level"] = level
-            ed["_obs_internal"] = True
             self.process(_METHOD_BY_LEVEL.get(level, "warning"), ed)
         except Exception:
             self.unreported_errors += 1
@@ -690,7 +689,6 @@ class Runtime:
         }
         ed.update(user_fields(fields, _CALL_KEYWORDS))
         ed["_obs_level"] = level
-        ed["_obs_internal"] = True
         try:
             for processor in self.processors:
                 ed = processor(None, _METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]

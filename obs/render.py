@@ -36,7 +36,6 @@ _CONTROL = (
     "_obs_logger",
     "_obs_depth",
     "_obs_flat",
-    "_obs_internal",
 )
 MAX_LINE = 256 * 1024
 
