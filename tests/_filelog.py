@@ -256,8 +256,10 @@ def _time_parser(cfg: Mapping[str, Any]) -> tuple[str, Callable[[Any], int]]:
     go = _strptime_to_go(layout) if layout_type == "strptime" else layout
     pattern, zoned = _go_layout_regex(go)
     location = cfg.get("location")
-    if not zoned and location not in ("UTC", "Etc/UTC"):
-        # The collector would read the time in `location` (default: its local zone).
+    # pkg/stanza/operator/helper/time.go setLocation(): `location` if set, else UTC when the
+    # (strptime-converted) layout ends in "Z", else the collector's local zone.
+    utc = location in ("UTC", "Etc/UTC") or (location is None and go.endswith("Z"))
+    if not zoned and not utc:
         raise UnsupportedConfig(f"layout {layout!r} has no zone and location is {location!r}")
 
     def parse(value: Any) -> int:
@@ -542,6 +544,7 @@ class FilelogMapping:
             "resource",
             "fingerprint_size",
             "max_concurrent_files",
+            "retry_on_failure",
         }
         unknown = set(receiver) - known
         if unknown:

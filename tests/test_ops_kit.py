@@ -246,8 +246,36 @@ def dashboard_queries() -> list[Query]:
     return out
 
 
-def alert_rules() -> list[dict[str, Any]]:
-    return [rule for group in load_yaml(ALERTS)["groups"] for rule in group["rules"]]
+RUNBOOK = "https://runbooks.example.com/obs/OPERATIONS.md"
+_ENV_REF = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z0-9_]+))")
+
+
+def grafana_interpolate(value: str, env: Mapping[str, str]) -> str:
+    """Grafana's provisioning interpolation of one string value (pkg/services/provisioning/
+    values/values.go): split on ``$$``, ``os.ExpandEnv`` each part (an unset variable
+    becomes ""), join with a literal ``$``."""
+    parts = value.split("$$")
+    return "$".join(
+        _ENV_REF.sub(lambda m: env.get(m.group(1) or m.group(2), ""), part) for part in parts
+    )
+
+
+def provisioned(node: Any, env: Mapping[str, str]) -> Any:
+    """The file as Grafana reads it: every string value interpolated (values.StringValue,
+    StringMapValue and JSONValue all do), keys left alone."""
+    if isinstance(node, str):
+        return grafana_interpolate(node, env)
+    if isinstance(node, list):
+        return [provisioned(v, env) for v in node]
+    if isinstance(node, dict):
+        return {k: provisioned(v, env) for k, v in node.items()}
+    return node
+
+
+def alert_rules(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The rules as Grafana provisions them, with OBS_RUNBOOK_URL set by the operator."""
+    doc = provisioned(load_yaml(ALERTS), {"OBS_RUNBOOK_URL": RUNBOOK} if env is None else env)
+    return [rule for group in doc["groups"] for rule in group["rules"]]
 
 
 def alert_queries() -> list[Query]:
@@ -446,16 +474,62 @@ class TestCollectorConfig:
         with pytest.raises(UnsupportedConfig, match=re.escape(message)):
             FilelogMapping(receiver)
 
-    def test_a_layout_without_zone_needs_location_utc(self):
-        """strptime with a literal Z and no location would read collector-local time."""
+    def test_a_layout_ending_in_z_reads_utc_without_location(self):
+        """Upstream's setLocation: a layout ending in "Z" is read as UTC with no `location`
+        (the first release's model and the config's comment said collector-local time)."""
         ops = [dict(op) for op in filelog_receiver()["operators"]]
         ops[0]["timestamp"] = {
             "parse_from": "attributes.timestamp",
             "layout_type": "strptime",
             "layout": "%Y-%m-%dT%H:%M:%S.%fZ",
         }
+        rec = FilelogMapping(filelog_receiver(operators=ops)).map_line(SAMPLE_LINE, "/x.jsonl")
+        assert SAMPLE_NS == rec.timestamp_ns
+
+    def test_a_layout_without_zone_or_z_needs_location_utc(self):
+        """A layout with neither a zone nor a trailing Z would read collector-local time."""
+        ops = [dict(op) for op in filelog_receiver()["operators"]]
+        ops[0]["timestamp"] = {
+            "parse_from": "attributes.timestamp",
+            "layout_type": "strptime",
+            "layout": "%Y-%m-%dT%H:%M:%S.%f",
+        }
         with pytest.raises(UnsupportedConfig, match="has no zone"):
             FilelogMapping(filelog_receiver(operators=ops))
+
+    def test_hosted_loki_recipe_deletes_after_every_record_has_its_copy(self):
+        """docs/OPERATIONS.md's transform: set in a log-context group, then delete in a
+        resource-context group after it (deleting in the same log group left every record
+        after the first in a batch without the id)."""
+        text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+        blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+        recipe = next(b for b in blocks if "transform/instance-id-to-log" in b)
+        groups = yaml.safe_load(recipe)["processors"]["transform/instance-id-to-log"][
+            "log_statements"
+        ]
+        contexts = [(g["context"], " ".join(g["statements"])) for g in groups]
+        set_at = next(i for i, (c, st) in enumerate(contexts) if c == "log" and "set(" in st)
+        delete_at = next(i for i, (_, st) in enumerate(contexts) if "delete_key" in st)
+        assert set_at < delete_at
+        assert "resource" == contexts[delete_at][0]
+        assert "delete_key" not in contexts[set_at][1]
+        # The resource group's statement works on resource attributes as `attributes`.
+        assert 'delete_key(attributes, "service.instance.id")' in contexts[delete_at][1]
+
+    def test_config_comments_say_what_upstream_does(self):
+        """No comment claims a trailing Z is read in local time, or that the filelog
+        receiver pauses under memory pressure (without retry_on_failure it drops)."""
+        text = COLLECTOR.read_text()
+        assert "collector's local zone unless" not in text
+        assert "the filelog receiver pauses" not in text
+
+    def test_filelog_retries_instead_of_dropping(self):
+        """retry_on_failure is on for the filelog receiver: when memory_limiter refuses a
+        batch the receiver backs off and re-sends it instead of dropping the lines (upstream
+        logs "Enable retry_on_failure to slow down reading logs and avoid dropping")."""
+        retry = load_yaml(COLLECTOR)["receivers"]["filelog"]["retry_on_failure"]
+        assert retry["enabled"] is True
+        assert 0 == retry["max_elapsed_time"]  # never give up: the file offset waits
 
 
 class TestLokiLimits:
@@ -553,6 +627,25 @@ class TestAlerts:
                 rule
             )
             assert (rule["noDataState"], rule["execErrState"]) == ("OK", "Error")
+
+    def test_templates_survive_provisioning_interpolation(self):
+        """Grafana expands $NAME in provisioned values, so a raw ``{{ $labels.rank }}``
+        would reach the alert as ``{{ .rank }}`` (a template error): the file writes $$."""
+        go_vars = re.compile(r"\{\{[^}]*\}\}")
+        for rule in alert_rules():
+            for name, text in rule["annotations"].items():
+                for block in go_vars.findall(text):
+                    assert re.search(r"\$(labels|values?)\b", block), (rule["uid"], name, block)
+            assert "$labels." in rule["annotations"]["summary"], rule["uid"]
+
+    def test_runbook_url_is_the_operators_absolute_url(self):
+        """runbook_url resolves from Grafana: the operator's OBS_RUNBOOK_URL, not a path
+        relative to this repository (which Grafana cannot open)."""
+        for rule in alert_rules():
+            url = rule["annotations"]["runbook_url"]
+            assert url.startswith(RUNBOOK + "#"), url
+        raw = [r for g in load_yaml(ALERTS)["groups"] for r in g["rules"]]
+        assert all("${OBS_RUNBOOK_URL}" in r["annotations"]["runbook_url"] for r in raw)
 
     def test_each_rule_is_a_5_minute_query_reduced_and_thresholded(self):
         """A: Loki over 300 s; B: reduce(A); C: threshold(B); the condition is C."""
