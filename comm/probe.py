@@ -13,7 +13,12 @@ the ranks (importing flashinfer takes seconds per process); with a CUDA build it
 fresh interpreter per rank instead, since CUDA does not survive fork.
 
 Exit status: 0 every rank initialized both workspaces, 3 a terminal failure on any rank,
-2 bad usage, 1 the probe itself failed (a rank crashed or timed out).
+4 records were not delivered over OTLP (obs' own counters: sent but not acknowledged), 2
+bad usage, 1 the probe itself failed (a rank crashed or timed out). 4 wins over 3: a
+terminal failure the collector never received is one nobody will be alerted to.
+
+Run directories: without ``--log-dir`` each run writes under
+``$TMPDIR/comm-probe-$UID/run-*``, and only the last :data:`KEEP_RUNS` runs are kept.
 
 .. versionadded:: 0.1.0
 """
@@ -26,10 +31,17 @@ __all__ = [
     "ProbeSpec",
     "RankReport",
     "build_parser",
+    "failure_causes",
     "format_ranks",
+    "is_logs_url",
+    "last_exception",
     "launch",
     "main",
+    "new_run_dir",
+    "render_delivery",
+    "render_grouped",
     "render_table",
+    "result_json",
     "summarize_records",
 ]
 
@@ -37,14 +49,18 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
+import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
@@ -52,7 +68,9 @@ from obs.fallback import Attempt
 
 DTYPES = ("bfloat16", "float16", "float32")
 CHAINS = ("fi_ar", "fi_ar_quant")
-EXIT_OK, EXIT_PROBE_FAILED, EXIT_USAGE, EXIT_TERMINAL = 0, 1, 2, 3
+EXIT_OK, EXIT_PROBE_FAILED, EXIT_USAGE, EXIT_TERMINAL, EXIT_UNDELIVERED = 0, 1, 2, 3, 4
+#: Runs kept under the default log directory (older ``run-*`` folders are removed).
+KEEP_RUNS = 5
 _STAGE_ORDER = (
     "workspace_attempt",
     "workspace_attempt_failed",
@@ -116,6 +134,7 @@ class RankReport:
     chains: tuple[ChainReport, ...]
     error: str | None
     duration_s: float
+    delivery: Mapping[str, Any] | None = None  # obs.delivery() after the rank's shutdown
 
     def chain(self, name: str) -> ChainReport | None:
         """The report of getter chain ``name``."""
@@ -134,9 +153,23 @@ class ProbeResult:
     duration_s: float
 
     @property
+    def undelivered(self) -> tuple[int, ...]:
+        """Ranks that exported over OTLP but whose records were not all acknowledged."""
+        return tuple(
+            rank
+            for rank, r in sorted(self.reports.items())
+            if r.delivery
+            and r.delivery.get("exporting")
+            and int(r.delivery.get("acknowledged", 0)) < int(r.delivery.get("sent", 0))
+        )
+
+    @property
     def exit_code(self) -> int:
-        """3 on any terminal failure, else 1 if a rank failed, else 0."""
+        """4 if records were not delivered, else 3 on any terminal failure, else 1 if a
+        rank failed, else 0."""
         outcomes = [c.outcome for r in self.reports.values() for c in r.chains]
+        if self.undelivered:
+            return EXIT_UNDELIVERED
         if any(o in ("terminal_failure", "config_error") for o in outcomes):
             return EXIT_TERMINAL
         if self.missing or self.timed_out or any(r.error for r in self.reports.values()):
@@ -156,7 +189,7 @@ def launch(
 ) -> ProbeResult:
     """Start the ranks, wait for them (bounded by ``spec.timeout``) and collect reports."""
     started = time.monotonic()
-    log_dir = spec.log_dir or tempfile.mkdtemp(prefix="comm-probe-")
+    log_dir = spec.log_dir or new_run_dir()
     os.makedirs(log_dir, exist_ok=True)
     spec = dataclasses.replace(spec, log_dir=log_dir, master_port=spec.master_port or _free_port())
     read_fd, write_fd = os.pipe()
@@ -198,6 +231,21 @@ def launch(
     return ProbeResult(
         spec, reports, missing, mode, timed_out, round(time.monotonic() - started, 3)
     )
+
+
+def new_run_dir(base: str | None = None, keep: int = KEEP_RUNS) -> str:
+    """A fresh ``run-*`` folder under ``base`` (default ``$TMPDIR/comm-probe-$UID``), after
+    removing all but the newest ``keep - 1`` earlier runs, so probes never fill /tmp."""
+    base = base or os.path.join(tempfile.gettempdir(), f"comm-probe-{os.getuid()}")
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    runs = sorted(
+        (e for e in os.scandir(base) if e.name.startswith("run-") and e.is_dir()),
+        key=lambda e: (e.stat().st_mtime, e.name),
+    )
+    for old in runs[: max(len(runs) - (keep - 1), 0)]:
+        shutil.rmtree(old.path, ignore_errors=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return tempfile.mkdtemp(prefix=f"run-{stamp}-", dir=base)
 
 
 class _Collector:
@@ -266,13 +314,26 @@ def _base_env(spec: ProbeSpec) -> dict[str, str]:
     env["OBS_FORMAT"] = "json"
     env.setdefault("OTEL_SERVICE_NAME", "comm-probe")
     if spec.otlp_endpoint is not None:
-        for name in ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"):
+        for name in (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL",
+        ):
             env.pop(name, None)
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = spec.otlp_endpoint
+        # A full logs URL (".../v1/logs") is used as is; a base URL gets /v1/logs appended.
+        name = "OTEL_EXPORTER_OTLP_ENDPOINT"
+        if is_logs_url(spec.otlp_endpoint):
+            name = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
+        env[name] = spec.otlp_endpoint
         env["OTEL_LOGS_EXPORTER"] = "otlp"
         env.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         env.setdefault("OTEL_BLRP_SCHEDULE_DELAY", "200")
     return env
+
+
+def is_logs_url(url: str) -> bool:
+    """True for a full OTLP/HTTP logs URL (path ending in ``/v1/logs``)."""
+    return urllib.parse.urlsplit(url).path.rstrip("/").endswith("/v1/logs")
 
 
 def _read_report(path: str) -> RankReport | None:
@@ -300,6 +361,7 @@ def _read_report(path: str) -> RankReport | None:
             chains=chains,
             error=raw.get("error"),
             duration_s=float(raw.get("duration_s", 0.0)),
+            delivery=raw.get("delivery") if isinstance(raw.get("delivery"), dict) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -464,8 +526,8 @@ def _rank_main(spec: Mapping[str, Any], rank: int, fd: int) -> int:
         report["duration_s"] = round(time.monotonic() - started, 3)
         if obs_mod is not None:
             with contextlib.suppress(Exception):
-                obs_mod.flush(timeout=5.0)
-                obs_mod.shutdown(timeout=5.0)
+                obs_mod.shutdown(timeout=math.inf)  # bounded by OBS_SHUTDOWN_TIMEOUT (3 s)
+                report["delivery"] = obs_mod.delivery()
         path = os.path.join(spec["log_dir"], f"rank-{rank}.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(report, f)
@@ -487,6 +549,12 @@ def _init_dist(spec: Mapping[str, Any], rank: int, per_node: int) -> tuple[str, 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         backend = "nccl" if gpus >= per_node else "gloo"
     if backend == "nccl":
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus < per_node:
+            raise RuntimeError(
+                f"--dist-backend nccl needs one CUDA GPU per local rank ({per_node}); "
+                f"this machine has {gpus} (use --dist-backend gloo or auto)"
+            )
         torch.cuda.set_device(rank % per_node)
     dist.init_process_group(
         backend,
@@ -618,6 +686,107 @@ def render_table(result: ProbeResult) -> str:
     return "\n".join(lines)
 
 
+def _rank_rows(result: ProbeResult, rank: int) -> tuple[tuple[str, str, str, str], ...]:
+    """(chain, backend tried, reason, outcome) rows of one rank, as the tables show them."""
+    report = result.reports.get(rank)
+    if report is None:
+        return (("-", "-", "-", "no report (crashed or timed out)"),)
+    rows = [(c.chain, _tried(c), _reasons(c), _outcome(c)) for c in report.chains]
+    if report.error and not report.chains:
+        rows.append(("-", "-", report.error.splitlines()[0][:80], "error"))
+    return tuple(rows)
+
+
+def render_grouped(result: ProbeResult) -> str:
+    """Ranks with identical outcomes on one row: ``ranks 0-63  fi_ar  mnnvl  ...``, so a
+    64-rank run reads in a few lines (``--verbose`` gives :func:`render_table`)."""
+    groups: dict[tuple[tuple[str, str, str, str], ...], list[int]] = {}
+    for rank in range(result.spec.world_size):
+        groups.setdefault(_rank_rows(result, rank), []).append(rank)
+    header = ("ranks", "chain", "backend tried", "reason", "outcome")
+    rows: list[tuple[str, ...]] = []
+    for key, ranks in sorted(groups.items(), key=lambda item: item[1][0]):
+        label = format_ranks(ranks)
+        rows += [(label, *row) for row in key]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    )
+
+
+def render_delivery(result: ProbeResult) -> list[str]:
+    """One line per group of ranks with the same OTLP delivery counts (obs' own counters):
+    sent, acknowledged, spooled, dropped, and the endpoint each rank actually used."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for rank, report in sorted(result.reports.items()):
+        d = report.delivery
+        if not d:
+            key: tuple[Any, ...] = ("no delivery counters (the rank did not finish obs)",)
+        elif not d.get("exporting"):
+            key = ("OTLP export off",)
+        else:
+            key = (
+                d.get("endpoint"),
+                int(d.get("sent", 0)),
+                int(d.get("acknowledged", 0)),
+                int(d.get("spooled", 0)),
+                int(d.get("dropped", 0)),
+            )
+        groups.setdefault(key, []).append(rank)
+    lines = []
+    for key, ranks in groups.items():
+        where = f"rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)}"
+        if len(key) == 1:
+            lines.append(f"{where}: {key[0]}")
+            continue
+        endpoint, sent, acked, spooled, dropped = key
+        verdict = "delivered" if acked >= sent else "NOT DELIVERED"
+        lines.append(
+            f"{where}: sent {sent}, acknowledged {acked}, spooled {spooled}, dropped "
+            f"{dropped} -> {endpoint} ({verdict})"
+        )
+    return lines
+
+
+def failure_causes(result: ProbeResult) -> list[str]:
+    """Why ranks failed, in full: a rank's own error, or for a rank with no report the last
+    exception line of its log (or the launcher's, when no rank started)."""
+    lines = []
+    for rank, report in sorted(result.reports.items()):
+        if report.error:
+            lines.append(f"rank {rank}: {report.error}")
+    if result.missing:
+        log_dir = result.spec.log_dir
+        causes: dict[str, list[int]] = {}
+        for rank in result.missing:
+            cause = last_exception(os.path.join(log_dir, f"rank-{rank}.log"))
+            if cause is None:
+                cause = last_exception(os.path.join(log_dir, "launcher.log"))
+                cause = f"launcher: {cause}" if cause else None
+            if cause is None and result.timed_out:
+                cause = f"timed out after {result.spec.timeout:g} s"
+            causes.setdefault(cause or "no cause in the logs", []).append(rank)
+        lines += [f"ranks {format_ranks(r)}: {c}" for c, r in causes.items()]
+    return lines
+
+
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit))(: .*)?$")
+
+
+def last_exception(path: str) -> str | None:
+    """The last ``SomeError: message`` line of a log file (a traceback's last line)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read()[-65536:].splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line.strip()):
+            return line.strip()[:500]
+    return None
+
+
 def summarize_records(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per typed event, e.g. ``"workspace_terminal_failure: 4 records, ranks 0-3"``;
     records that are not registered events (bridged stdlib logs) are counted per logger."""
@@ -682,25 +851,83 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m comm probe",
         description="Run the FlashInfer allreduce workspace fallback chain on N local "
-        "ranks and report every rank's outcome and what arrived over OTLP.",
+        "ranks and report every rank's outcome and whether its records were delivered over "
+        "OTLP. Exit status: 0 all initialized, 3 a terminal failure, 4 records not "
+        "delivered, 1 the probe failed, 2 bad usage.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--world-size", type=_positive, required=True)
-    parser.add_argument("--nodes", type=_positive, default=1, help="simulated nodes")
-    parser.add_argument("--backend", choices=("auto", "mnnvl", "trtllm"), default="auto")
-    parser.add_argument("--max-token-num", type=_positive, default=2048)
-    parser.add_argument("--hidden-dim", type=_positive, default=4096)
-    parser.add_argument("--dtype", choices=DTYPES, default="bfloat16")
-    parser.add_argument("--dist-backend", choices=("auto", "gloo", "nccl"), default="auto")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds for everything")
-    parser.add_argument("--log-dir", default="", help="rank logs and reports (default: temp)")
+    parser.add_argument(
+        "--world-size", type=_positive, required=True, help="ranks to start on this machine"
+    )
+    parser.add_argument(
+        "--nodes", type=_positive, default=1, help="simulated nodes (ranks are split evenly)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "mnnvl", "trtllm"),
+        default=None,
+        help="workspace backend; default: COMM_FI_AR_BACKEND (or "
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND) when set, else auto",
+    )
+    parser.add_argument(
+        "--max-token-num", type=_positive, default=2048, help="getter max_token_num"
+    )
+    parser.add_argument("--hidden-dim", type=_positive, default=4096, help="getter hidden_dim")
+    parser.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="getter dtype")
+    parser.add_argument(
+        "--dist-backend",
+        choices=("auto", "gloo", "nccl"),
+        default="auto",
+        help="torch.distributed backend; auto = nccl with a GPU per local rank, else gloo",
+    )
+    parser.add_argument(
+        "--timeout", type=_positive_seconds, default=120.0, help="seconds for the whole run"
+    )
+    parser.add_argument(
+        "--log-dir",
+        default="",
+        help="rank logs and reports, kept; default: a new run folder under "
+        f"$TMPDIR/comm-probe-$UID (the last {KEEP_RUNS} runs are kept)",
+    )
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--verbose", action="store_true", help="one table row per rank instead of grouped"
+    )
+    shown.add_argument(
+        "--json", action="store_true", help="print the whole result as one JSON document"
+    )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--otlp-endpoint", metavar="URL", help="export the ranks' records here")
+    where.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export the ranks' records here: a base URL (/v1/logs is appended) or a full "
+        "URL ending in /v1/logs (used as is); default: the environment's OTEL_* settings",
+    )
     where.add_argument(
         "--embedded-receiver",
         action="store_true",
         help="receive on loopback and summarise (default when no endpoint is configured)",
     )
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _backend_from_env() -> tuple[str, str]:
+    """The backend comm would use from the environment, and where it came from."""
+    for name in ("COMM_FI_AR_BACKEND", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"):
+        value = os.environ.get(name, "").strip().lower()
+        if value:
+            return value, name
+    return "auto", "default"
 
 
 def _positive(text: str) -> int:
@@ -721,6 +948,11 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
         opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
         if opts.world_size % opts.nodes:
             parser.error(f"--world-size {opts.world_size} is not a multiple of --nodes")
+        backend, backend_from = opts.backend, "--backend"
+        if backend is None:
+            backend, backend_from = _backend_from_env()
+            if backend not in ("auto", "mnnvl", "trtllm"):
+                parser.error(f"{backend_from}={backend!r}: expected auto, mnnvl or trtllm")
         embedded = _use_embedded(parser, opts)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
@@ -734,7 +966,7 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
     spec = ProbeSpec(
         world_size=opts.world_size,
         nodes=opts.nodes,
-        backend=opts.backend,
+        backend=backend,
         max_token_num=opts.max_token_num,
         hidden_dim=opts.hidden_dim,
         dtype=opts.dtype,
@@ -745,27 +977,71 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
     )
     _progress(
         f"probe: world_size={spec.world_size} nodes={spec.nodes} backend={spec.backend} "
-        f"max_token_num={spec.max_token_num} hidden_dim={spec.hidden_dim} dtype={spec.dtype}; "
-        f"OTLP -> {endpoint or 'as configured by the environment'}"
+        f"(from {backend_from}) max_token_num={spec.max_token_num} "
+        f"hidden_dim={spec.hidden_dim} dtype={spec.dtype}; "
+        f"OTLP -> {_scrub(endpoint) if endpoint else 'as configured by the environment'}"
     )
     try:
-        result = launch(spec, on_message=_on_message)
-        stdout.write(render_table(result) + "\n")
-        if result.missing:
-            stdout.write(
-                f"no report from ranks {format_ranks(result.missing)}"
-                f"{' (timed out)' if result.timed_out else ''}\n"
-            )
-        if receiver is not None:
-            _report_receiver(receiver, result, stdout)
-        stdout.write(f"rank logs: {result.spec.log_dir}\n")
-        code = result.exit_code
-        stdout.write(f"exit {code}: {_verdict(code)}\n")
+        result = launch(spec, on_message=None if opts.json else _on_message)
+        if opts.json:
+            stdout.write(json.dumps(result_json(result, receiver), default=str) + "\n")
+        else:
+            _print_result(result, receiver, stdout, verbose=opts.verbose)
         stdout.flush()
-        return code
+        return result.exit_code
     finally:
         if receiver is not None:
             receiver.stop()
+
+
+def _print_result(result: ProbeResult, receiver: Any, stdout: IO[str], *, verbose: bool) -> None:
+    stdout.write((render_table(result) if verbose else render_grouped(result)) + "\n")
+    if result.missing:
+        stdout.write(
+            f"no report from ranks {format_ranks(result.missing)}"
+            f"{' (timed out)' if result.timed_out else ''}\n"
+        )
+    causes = failure_causes(result)
+    if causes:
+        stdout.write("why:\n" + "".join(f"  {line}\n" for line in causes))
+    if receiver is not None:
+        _report_receiver(receiver, result, stdout)
+    delivery = render_delivery(result)
+    if delivery:
+        stdout.write("OTLP delivery (each rank's own obs counters):\n")
+        stdout.write("".join(f"  {line}\n" for line in delivery))
+    stdout.write(f"rank logs: {result.spec.log_dir}\n")
+    code = result.exit_code
+    stdout.write(f"exit {code}: {_verdict(code)}\n")
+
+
+def result_json(result: ProbeResult, receiver: Any = None) -> dict[str, Any]:
+    """The run as one JSON-able document (``--json``): spec, per-rank reports with their
+    delivery counters, missing ranks, causes, exit code."""
+    doc: dict[str, Any] = {
+        "spec": {
+            **dataclasses.asdict(result.spec),
+            "otlp_endpoint": _scrub(result.spec.otlp_endpoint or "") or None,
+        },
+        "mode": result.mode,
+        "duration_s": result.duration_s,
+        "reports": {str(r): dataclasses.asdict(rep) for r, rep in result.reports.items()},
+        "missing": list(result.missing),
+        "timed_out": result.timed_out,
+        "undelivered": list(result.undelivered),
+        "causes": failure_causes(result),
+        "exit_code": result.exit_code,
+        "verdict": _verdict(result.exit_code),
+    }
+    if receiver is not None:
+        doc["received_records"] = len(receiver.records)
+    return doc
+
+
+def _scrub(url: str) -> str:
+    from obs.encode import scrub_text  # noqa: PLC0415
+
+    return scrub_text(url)
 
 
 def _use_embedded(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> bool:
@@ -813,6 +1089,7 @@ def _report_receiver(receiver: Any, result: ProbeResult, stdout: IO[str]) -> Non
 
 def _verdict(code: int) -> str:
     return {
+        EXIT_UNDELIVERED: "records were not delivered over OTLP (see OTLP delivery above)",
         EXIT_OK: "every rank initialized both workspaces",
         EXIT_TERMINAL: "terminal failure (workspace unavailable) on at least one rank",
         EXIT_PROBE_FAILED: "the probe failed: a rank crashed or timed out (see rank logs)",

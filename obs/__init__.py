@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "Settings",
     "configure",
+    "delivery",
     "emit",
     "flush",
     "get_logger",
@@ -54,6 +55,16 @@ def shutdown(timeout: float = 2.0) -> bool:
     """Flush and stop OTel export within ``timeout`` (collector down or not)."""
     runtime = STATE.runtime
     return runtime.shutdown(timeout) if runtime is not None else True
+
+
+def delivery() -> dict[str, Any]:
+    """OTLP delivery counters of this process: ``endpoint`` (the URL actually used, no
+    password), ``sent``, ``acknowledged``, ``spooled``, ``dropped``, ``queued``; after
+    :func:`shutdown`, the final counts. ``exporting`` False when export is off.
+
+    .. versionadded:: 0.2.0
+    """
+    return STATE.ensure().delivery()
 
 
 def emit(event: Any, **control: Any) -> None:

@@ -155,6 +155,7 @@ class Runtime:
     __slots__ = (
         "_console",
         "_drops_reported",
+        "_final_stats",
         "_output",
         "_reported",
         "captures",
@@ -201,6 +202,7 @@ class Runtime:
             else _console(ConsoleRenderer(colors=self._stream_colors()))
         )
         self.sink: Any = None
+        self._final_stats: dict[str, Any] | None = None
         if build_sink:
             from obs.otel import build_export_sink  # noqa: PLC0415 - the SDK loads only when used
 
@@ -725,16 +727,50 @@ class Runtime:
                 ok = bool(sink.shutdown(self._budget(timeout)))
             except Exception:
                 ok = False
+            self._final_stats = _stats_of(sink)
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
         self._output.flush()
         return ok
+
+    def delivery(self) -> dict[str, Any]:
+        """What OTLP export did so far: where to, records sent (queued for export),
+        acknowledged by the collector, spooled, dropped and still queued. After
+        :meth:`shutdown` the final counts."""
+        settings = self.settings
+        stats = _stats_of(self.sink) if self.sink is not None else self._final_stats
+        url = settings.otlp_logs_url
+        out: dict[str, Any] = {
+            "exporting": stats is not None,
+            "endpoint": scrub_text(url) if url else None,
+            "protocol": settings.otlp_protocol,
+        }
+        stats = stats or {}
+        dropped = stats.get("dropped") or {}
+        out.update(
+            sent=int(stats.get("enqueued", 0)),
+            acknowledged=int(stats.get("exported", 0)),
+            spooled=int(stats.get("spooled", 0)),
+            dropped=sum(int(n) for n in dropped.values()),
+            queued=int(stats.get("queued", 0)),
+            unexported_after_shutdown=self.unexported_after_shutdown,
+        )
+        return out
 
     def _budget(self, timeout: float | None) -> float:
         budget = self.settings.shutdown_timeout
         if timeout is not None and math.isfinite(timeout):
             budget = min(max(timeout, 0.0), budget)
         return budget
+
+
+def _stats_of(sink: Any) -> dict[str, Any] | None:
+    """The export sink's delivery counters (None when it has none or they fail)."""
+    try:
+        stats = sink.stats()
+    except Exception:
+        return None
+    return stats if isinstance(stats, dict) else None
 
 
 def enumerate_args(args: tuple[Any, ...]) -> list[tuple[str, Any]]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +16,17 @@ import pytest
 
 from comm import probe
 from comm.probe import ChainReport, ProbeResult, ProbeSpec, RankReport, format_ranks
+from obs._receiver import OTLPReceiver
 from obs.fallback import Attempt
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_probe(*args: str, log_dir: Path) -> subprocess.CompletedProcess[str]:
+def run_probe(
+    *args: str, log_dir: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OBS_", "COMM_"))}
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "comm", "probe", *args, "--log-dir", str(log_dir)],
         capture_output=True,
@@ -32,9 +38,9 @@ def run_probe(*args: str, log_dir: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def table_rows(stdout: str) -> list[list[str]]:
+def table_rows(stdout: str, header: str = "ranks  chain") -> list[list[str]]:
     lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("rank  node  chain"))
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
     for line in lines[start + 1 :]:
         if not line[:1].isdigit():
@@ -51,8 +57,10 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
-    """`python -m comm probe --world-size 2 --nodes 1` with the embedded receiver."""
-    return run_probe("--world-size", "2", "--nodes", "1", log_dir=tmp_path_factory.mktemp("n1"))
+    """`python -m comm probe --world-size 2 --nodes 1 --verbose` (one row per rank)."""
+    return run_probe(
+        "--world-size", "2", "--nodes", "1", "--verbose", log_dir=tmp_path_factory.mktemp("n1")
+    )  # fmt: skip
 
 
 @pytest.mark.integration
@@ -63,14 +71,31 @@ class TestProbeTwoNodes:
         assert "exit 3: terminal failure" in two_nodes.stdout
 
     def test_table(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
-        """One row per rank and chain: mnnvl no_cuda, trtllm skipped by the node rule."""
+        """Ranks with the same outcome share a row: mnnvl no_cuda, trtllm skipped by the
+        node rule, on ranks 0-1."""
         reason = "mnnvl: no_cuda; trtllm skipped: multi_node"
         assert [
-            ["0", "0", "fi_ar", "mnnvl", reason, "terminal_failure"],
-            ["0", "0", "fi_ar_quant", "mnnvl", reason, "terminal_failure"],
-            ["1", "1", "fi_ar", "mnnvl", reason, "terminal_failure"],
-            ["1", "1", "fi_ar_quant", "mnnvl", reason, "terminal_failure"],
+            ["0-1", "fi_ar", "mnnvl", reason, "terminal_failure"],
+            ["0-1", "fi_ar_quant", "mnnvl", reason, "terminal_failure"],
         ] == table_rows(two_nodes.stdout)
+
+    def test_delivery_line_from_obs_counters(
+        self, two_nodes: subprocess.CompletedProcess[str]
+    ) -> None:
+        """The report ends with what each rank's obs says it sent and the collector
+        acknowledged, and the endpoint used (the first release said nothing)."""
+        lines = two_nodes.stdout.splitlines()
+        at = lines.index("OTLP delivery (each rank's own obs counters):")
+        delivery = [line.strip() for line in lines[at + 1 :] if line.startswith("  ")]
+        assert delivery, two_nodes.stdout
+        for line in delivery:
+            m = re.match(
+                r"ranks? [\d, -]+: sent (\d+), acknowledged (\d+), spooled 0, dropped 0 -> "
+                r"http://127\.0\.0\.1:\d+/v1/logs \(delivered\)$",
+                line,
+            )
+            assert m is not None, line
+            assert int(m[1]) == int(m[2]) > 0, line
 
     def test_progress_lines(self, two_nodes: subprocess.CompletedProcess[str]) -> None:
         """A progress line per rank as it starts, with its node, on stderr."""
@@ -120,7 +145,7 @@ class TestProbeOneNode:
             ["0", "0", "fi_ar_quant", "mnnvl, trtllm", reason, "terminal_failure"],
             ["1", "0", "fi_ar", "mnnvl, trtllm", reason, "terminal_failure"],
             ["1", "0", "fi_ar_quant", "mnnvl, trtllm", reason, "terminal_failure"],
-        ] == table_rows(one_node.stdout)
+        ] == table_rows(one_node.stdout, "rank  node  chain")
 
     def test_otlp_summary(self, one_node: subprocess.CompletedProcess[str]) -> None:
         """Fallbacks and attempt failures arrive from both ranks; attempts from rank 0."""
@@ -147,6 +172,10 @@ class TestUsage:
                 "not allowed with argument",
             ),
             (["--world-size", "2", "--otlp-endpoint", "ftp://x"], "otlp_endpoint='ftp://x'"),
+            (["--world-size", "2", "--timeout", "0"], "0 is not a positive number"),
+            (["--world-size", "2", "--timeout", "-5"], "-5 is not a positive number"),
+            (["--world-size", "2", "--timeout", "nan"], "nan is not a positive number"),
+            (["--world-size", "2", "--verbose", "--json"], "not allowed with argument"),
         ],
     )
     def test_bad_usage_exits_2(
@@ -164,6 +193,57 @@ class TestUsage:
         bad = subprocess.run([sys.executable, "-m", "comm", "nope"], capture_output=True,
                              text=True, timeout=60, check=False, cwd=str(ROOT))  # fmt: skip
         assert (2, True) == (bad.returncode, "unknown command 'nope'" in bad.stderr)
+
+
+@pytest.mark.integration
+class TestProbeDelivery:
+    def test_full_logs_url_is_used_as_is(self, tmp_path: Path) -> None:
+        """--otlp-endpoint http://host:port/v1/logs reaches the collector (the first release
+        posted to /v1/logs/v1/logs and got 404 without saying so)."""
+        receiver = OTLPReceiver(grpc=False).start()
+        try:
+            url = receiver.http_endpoint.rstrip("/") + "/v1/logs"
+            proc = run_probe("--world-size", "2", "--otlp-endpoint", url, log_dir=tmp_path)
+            assert 3 == proc.returncode, proc.stdout + proc.stderr[-3000:]
+            assert receiver.by_event("workspace_terminal_failure"), proc.stdout
+            assert f"-> {url} (delivered)" in proc.stdout
+            assert "/v1/logs/v1/logs" not in proc.stdout
+        finally:
+            receiver.stop()
+
+    def test_unreachable_endpoint_exits_4(self, tmp_path: Path) -> None:
+        """Records that never reached the collector give exit 4 and a NOT DELIVERED line
+        with the counts (the first release exited 3, silent about delivery)."""
+        port = _closed_port()
+        env = {"OBS_SPOOL_DIR": str(tmp_path / "spool")}
+        proc = run_probe("--world-size", "2", "--otlp-endpoint", f"http://127.0.0.1:{port}",
+                         log_dir=tmp_path / "logs", extra_env=env)  # fmt: skip
+        assert 4 == proc.returncode, proc.stdout + proc.stderr[-3000:]
+        assert "exit 4: records were not delivered over OTLP" in proc.stdout
+        line = next(x for x in proc.stdout.splitlines() if "NOT DELIVERED" in x)
+        assert "acknowledged 0, spooled " in line
+        assert f"127.0.0.1:{port}/v1/logs" in line
+
+    def test_without_torch_the_cause_is_on_screen(self, tmp_path: Path) -> None:
+        """When the launcher cannot import torch, the screen says so (the first release
+        said only "no report (crashed or timed out)")."""
+        shadow = tmp_path / "shadow"
+        shadow.mkdir()
+        (shadow / "torch.py").write_text(
+            "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"
+        )
+        proc = run_probe("--world-size", "2", log_dir=tmp_path / "logs",
+                         extra_env={"PYTHONPATH": str(shadow)})  # fmt: skip
+        assert 1 == proc.returncode, proc.stdout
+        assert "ranks 0-1: launcher: ModuleNotFoundError: No module named 'torch'" in proc.stdout
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _report(rank: int, *outcomes: str) -> RankReport:
@@ -299,3 +379,94 @@ class TestLaunchFailures:
         assert all(e.startswith("ConfigError: OBS_LEVEL='bogus' is not valid") for e in errors)
         assert 1 == result.exit_code
         assert "error" == probe.render_table(result).splitlines()[1].split()[-1]
+
+
+def _delivery(sent: int, acked: int) -> dict[str, Any]:
+    return {"exporting": True, "endpoint": "http://c:4318/v1/logs", "sent": sent,
+            "acknowledged": acked, "spooled": sent - acked, "dropped": 0}  # fmt: skip
+
+
+class TestUsability:
+    def test_64_ranks_read_in_two_rows(self) -> None:
+        """--world-size 64 with one outcome everywhere is two rows (one per chain), not 128."""
+        reports = {r: _report(r, "terminal_failure", "terminal_failure") for r in range(64)}
+        table = probe.render_grouped(_result(reports, 64))
+        rows = table.splitlines()[1:]
+        assert 2 == len(rows), table
+        assert all(row.startswith("0-63  ") for row in rows)
+
+    def test_undelivered_records_exit_4_over_3(self) -> None:
+        """Sent but not acknowledged on any rank: exit 4, even with a terminal failure."""
+        base = _report(0, "terminal_failure", "terminal_failure")
+        ok = {0: dataclasses.replace(base, delivery=_delivery(5, 5))}
+        assert (3, ()) == (_result(ok, 1).exit_code, _result(ok, 1).undelivered)
+        lost = {0: dataclasses.replace(base, delivery=_delivery(5, 2))}
+        assert (4, (0,)) == (_result(lost, 1).exit_code, _result(lost, 1).undelivered)
+        lines = probe.render_delivery(_result(lost, 1))
+        assert ["rank 0: sent 5, acknowledged 2, spooled 3, dropped 0 -> "
+                "http://c:4318/v1/logs (NOT DELIVERED)"] == lines  # fmt: skip
+
+    def test_json_output(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--json prints one JSON document with every rank's report and the exit code."""
+        fake = _result({r: _report(r, "initialized", "initialized") for r in (0, 1)})
+        monkeypatch.setattr(probe, "launch", lambda spec, on_message=None: fake)
+        out = io.StringIO()
+        argv = ["--world-size", "2", "--json", "--otlp-endpoint", "http://u:pw@127.0.0.1:9"]
+        assert 0 == probe.main(argv, out=out)
+        doc = json.loads(out.getvalue())
+        assert (0, ["0", "1"]) == (doc["exit_code"], sorted(doc["reports"]))
+        assert "pw" not in out.getvalue()
+
+    def test_backend_from_the_environment(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Without --backend the probe uses COMM_FI_AR_BACKEND and says so in its banner
+        (the first release ignored it); a bad value is a usage error."""
+        seen: list[ProbeSpec] = []
+
+        def fake(spec: ProbeSpec, on_message: Any = None) -> ProbeResult:
+            seen.append(spec)
+            return _result({r: _report(r, "initialized", "initialized") for r in (0, 1)})
+
+        monkeypatch.setattr(probe, "launch", fake)
+        monkeypatch.setenv("COMM_FI_AR_BACKEND", "mnnvl")
+        assert 0 == probe.main(["--world-size", "2", "--otlp-endpoint", "http://127.0.0.1:9"],
+                               out=io.StringIO())  # fmt: skip
+        assert "mnnvl" == seen[0].backend
+        assert "backend=mnnvl (from COMM_FI_AR_BACKEND)" in capsys.readouterr().err
+        monkeypatch.setenv("COMM_FI_AR_BACKEND", "nvls")
+        assert 2 == probe.main(["--world-size", "2"], out=io.StringIO())
+        assert "COMM_FI_AR_BACKEND='nvls'" in capsys.readouterr().err
+
+    def test_every_option_has_help_and_shows_its_default(self) -> None:
+        """--help explains every option and shows the defaults."""
+        parser = probe.build_parser()
+        for action in parser._actions:  # argparse has no public listing
+            assert action.help, action.option_strings
+        assert "(default: 120.0)" in parser.format_help()
+
+    def test_nccl_without_gpus_says_why(self) -> None:
+        """--dist-backend nccl on a CPU fails with a sentence, not a truncated
+        AttributeError from torch.cuda."""
+        spec = {"dist_backend": "nccl", "world_size": 1, "timeout": 5}
+        with pytest.raises(RuntimeError, match="needs one CUDA GPU per local rank"):
+            probe._init_dist(spec, 0, 1)
+
+    def test_default_run_dirs_keep_the_last_n(self, tmp_path: Path) -> None:
+        """Default run folders are pruned to the newest KEEP_RUNS (the first release left
+        a comm-probe-* folder in /tmp per run, forever); other folders are left alone."""
+        (tmp_path / "mine").mkdir()
+        made = []
+        for i in range(probe.KEEP_RUNS + 3):
+            made.append(probe.new_run_dir(str(tmp_path), keep=probe.KEEP_RUNS))
+            os.utime(made[-1], (1000 + i, 1000 + i))
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert sorted([*(Path(m).name for m in made[-probe.KEEP_RUNS :]), "mine"]) == left
+
+    def test_last_exception_reads_a_traceback(self, tmp_path: Path) -> None:
+        """The cause shown for a crashed rank is its log's last exception line."""
+        log = tmp_path / "rank-0.log"
+        log.write_text("Traceback (most recent call last):\n  File x\n"
+                       "torch.distributed.DistStoreError: timed out\nbye\n")  # fmt: skip
+        assert "torch.distributed.DistStoreError: timed out" == probe.last_exception(str(log))
+        assert probe.last_exception(str(tmp_path / "none.log")) is None
