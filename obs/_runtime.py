@@ -114,8 +114,14 @@ def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
 
 
 def _colors_ok(stream: Any) -> bool:
+    """Colours on a tty, unless ``NO_COLOR`` is set (no-color.org: any non-empty value);
+    ``FORCE_COLOR`` (non-empty, not ``0``) turns them on anywhere, e.g. under ``less -R``."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
     try:
-        return bool(stream.isatty()) and "NO_COLOR" not in os.environ
+        return bool(stream.isatty())
     except Exception:
         return False
 
@@ -199,7 +205,11 @@ class Runtime:
         self._console: Callable[[EventDict], bytes] = (
             JSONRenderer.line_bytes
             if self._output.json
-            else _console(ConsoleRenderer(colors=self._stream_colors()))
+            else _console(
+                ConsoleRenderer(
+                    colors=self._stream_colors(), tracebacks=settings.console_tracebacks
+                )
+            )
         )
         self.sink: Any = None
         self._final_stats: dict[str, Any] | None = None

@@ -18,7 +18,9 @@ __all__ = [
     "user_fields",
 ]
 
+import os
 import re
+import sys
 import time
 from typing import Any
 
@@ -249,6 +251,17 @@ _LEVEL_STYLES = {
     "CRITICAL": "\x1b[41;97m",
 }
 _RESET = "\x1b[0m"
+_BRIGHT = "\x1b[1m"
+_DIM = "\x1b[2m"
+_KEY = "\x1b[36m"  # cyan, as structlog's ConsoleRenderer
+_VALUE = "\x1b[35m"  # magenta
+_LOGGER = "\x1b[34m"  # blue
+#: Width the event name is padded to, so key=value pairs of consecutive lines line up.
+EVENT_COLUMN = 30
+#: A console value longer than this is cut (JSON lines and OTLP keep it whole).
+CONSOLE_VALUE_MAX = 160
+_SEVERITY_OF = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+_IDENT = re.compile(r"[A-Za-z0-9_.:-]+")
 _HEAD = frozenset(
     {
         "timestamp",
@@ -282,7 +295,7 @@ def _one_line(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, limit: int = CONSOLE_VALUE_MAX) -> str:
     if isinstance(value, str):
         text = value
     elif isinstance(value, (int, float, bool)) or value is None:
@@ -293,51 +306,130 @@ def _value(value: Any) -> str:
                 value, default=json_default, option=orjson.OPT_NON_STR_KEYS
             ).decode()
         except Exception:
-            text = safe_repr(value, 1024)
-    return _one_line(text if len(text) <= 1024 else text[:1024] + "...")
+            text = safe_repr(value, limit)
+    return _one_line(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _site_dirs() -> tuple[str, ...]:
+    return tuple(
+        os.path.join(p, "")
+        for p in sorted(sys.path, key=len, reverse=True)
+        if p.endswith(("site-packages", "dist-packages"))
+    )
+
+
+class ShortPaths:
+    """File paths as a developer reads them: relative to the working directory, or to the
+    site-packages folder a library lives in (``vllm/engine/llm_engine.py``); else as is."""
+
+    __slots__ = ("_cache", "_cwd", "_sites")
+
+    def __init__(self, cwd: str | None = None) -> None:
+        try:
+            self._cwd = os.path.join(cwd or os.getcwd(), "")
+        except OSError:  # the working directory was removed
+            self._cwd = ""
+        self._sites = _site_dirs()
+        self._cache: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        short = self._cache.get(path)
+        if short is None:
+            short = path
+            if self._cwd and path.startswith(self._cwd):
+                short = path[len(self._cwd) :]
+            else:
+                for site in self._sites:
+                    if path.startswith(site):
+                        short = path[len(site) :]
+                        break
+            if len(self._cache) < 4096:
+                self._cache[path] = short
+        return short
 
 
 class ConsoleRenderer:
-    """Processor (last): ``time LEVEL [rN] event  body  key=value ...`` on one line.
+    """Processor (last): ``time LEVEL [rN/nM] event  body   key=value ...  logger (file:line)``.
 
-    Control and bidi characters in every part are escaped, so one event is always one line
-    that reads as what it holds (the traceback, if any, follows indented, escaped the same).
+    The event (and its body) is padded to :data:`EVENT_COLUMN` so the pairs of consecutive
+    lines line up; a stdlib record shows its formatted message, not the template too.
+    Tracebacks follow (indented) for ERROR and above, or ``always`` / ``never``
+    (``OBS_CONSOLE_TRACEBACKS``): an expected fallback is one line, not twenty. Control and
+    bidi characters in every part are escaped, so one event is always one line that reads as
+    what it holds.
     """
 
-    __slots__ = ("_colors",)
+    __slots__ = ("_colors", "_paths", "_tracebacks")
 
-    def __init__(self, colors: bool = False) -> None:
+    def __init__(
+        self, colors: bool = False, tracebacks: str = "error", cwd: str | None = None
+    ) -> None:
         self._colors = colors
+        self._tracebacks = tracebacks
+        self._paths = ShortPaths(cwd)
+
+    def _style(self, style: str, text: str) -> str:
+        return f"{style}{text}{_RESET}" if self._colors and text else text
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
         ed = strip_control_keys(event_dict)
         level = _one_line(str(ed.get("severity_text", "")))
-        head = f"{level:<8}"
-        if self._colors:
-            head = f"{_LEVEL_STYLES.get(level, '')}{head}{_RESET}"
-        rank = ed.get("rank")
-        where = ""
+        parts = [
+            self._style(_DIM, _one_line(str(ed.get("timestamp", "")))),
+            self._style(_LEVEL_STYLES.get(level, ""), f"{level:<8}"),
+        ]
         if ed.get("world_size", 1) != 1:
-            where = _one_line(f"[r{rank}/n{ed.get('node_rank', 0)}]")
-        event = _one_line(str(ed.get("event", "")))
-        body = ed.get("body")
-        parts = [_one_line(str(ed.get("timestamp", ""))), head]
-        if where:
-            parts.append(where)
-        parts.append(f"\x1b[1m{event}\x1b[0m" if self._colors else event)
-        if body and body != event:
-            parts.append(_value(body))
+            parts.append(_one_line(f"[r{ed.get('rank')}/n{ed.get('node_rank', 0)}]"))
+        parts.append(self._title(ed))
         extras = " ".join(
-            f"{_one_line(str(k))}={_value(v)}" for k, v in ed.items() if k not in _HEAD
+            f"{self._style(_KEY, _one_line(str(k)))}={self._style(_VALUE, _value(v))}"
+            for k, v in ed.items()
+            if k not in _HEAD
         )
         if extras:
             parts.append(extras)
-        if "code.file.path" in ed:
-            parts.append(_one_line(f"({ed['code.file.path']}:{ed.get('code.line.number')})"))
-        line = "  ".join(parts)
+        where = self._where(ed)
+        if where:
+            parts.append(where)
+        line = "  ".join(parts).rstrip()
         trace = ed.get("exception.stacktrace")
-        if trace:
+        if trace and self._wants_trace(level, ed):
             line += "\n" + "\n".join(
                 "    " + _one_line(t) for t in str(trace).rstrip().splitlines()
             )
         return line
+
+    def _title(self, ed: EventDict) -> str:
+        """The event (bold) and its body when it says more, padded to the event column."""
+        event = _one_line(str(ed.get("event", "")))
+        body = ed.get("body")
+        text = _value(body, 1024) if body and body != event else ""
+        if text and not _IDENT.fullmatch(event):  # a stdlib template: the message says it
+            event, text = text, ""
+        width = len(event) + (len(text) + 2 if text else 0)
+        pad = " " * max(EVENT_COLUMN - width, 0)
+        title = self._style(_BRIGHT, event)
+        return f"{title}  {text}{pad}" if text else f"{title}{pad}"
+
+    def _where(self, ed: EventDict) -> str:
+        logger = ed.get("logger")
+        out = self._style(_LOGGER, _one_line(str(logger))) if logger else ""
+        path = ed.get("code.file.path")
+        if path is not None:
+            loc = f"({self._paths(str(path))}:{ed.get('code.line.number')})"
+            out = (
+                f"{out} {self._style(_DIM, _one_line(loc))}"
+                if out
+                else self._style(_DIM, _one_line(loc))
+            )
+        return out
+
+    def _wants_trace(self, level: str, ed: EventDict) -> bool:
+        if self._tracebacks == "always":
+            return True
+        if self._tracebacks == "never":
+            return False
+        number = ed.get("severity_number")
+        if isinstance(number, int) and not isinstance(number, bool):
+            return number >= 17  # OTel ERROR
+        return _SEVERITY_OF.get(level, 50) >= 40

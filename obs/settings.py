@@ -42,6 +42,8 @@ ENV_VARS: dict[str, str] = {
     "OBS_LEVEL": "lowest level logged: DEBUG, INFO, WARNING, ERROR, CRITICAL (default INFO)",
     "OBS_FORMAT": "json, console or auto (console on a tty, else json; default auto)",
     "OBS_STREAM": "stderr, stdout or none (file-only: no console output; default stderr)",
+    "OBS_CONSOLE_TRACEBACKS": "console format: tracebacks for error (ERROR and above), always "
+    "or never; JSON and OTLP always keep the stack (default error)",
     "OBS_FILE": "also append JSON lines to this file; {rank}, {local_rank}, {node_rank}, "
     "{host}, {pid} are filled in per process (default: none)",
     "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
@@ -93,6 +95,7 @@ class Settings:
     level: int = logging.INFO
     format: Format = "auto"
     stream: Literal["stderr", "stdout", "none"] = "stderr"
+    console_tracebacks: Literal["error", "always", "never"] = "error"
     file: str | None = None
     dedup_capacity: int = 10_000
     repeat_summary_seconds: float = 60.0
@@ -439,6 +442,12 @@ def load_settings(
         level=r.get("level", parse_level, logging.INFO, "OBS_LEVEL"),
         format=r.get("format", _choice("json", "console", "auto"), "auto", "OBS_FORMAT"),
         stream=r.get("stream", _choice("stderr", "stdout", "none"), "stderr", "OBS_STREAM"),
+        console_tracebacks=r.get(
+            "console_tracebacks",
+            _choice("error", "always", "never"),
+            "error",
+            "OBS_CONSOLE_TRACEBACKS",
+        ),
         file=r.get("file", _file_template, None, "OBS_FILE"),
         dedup_capacity=r.get("dedup_capacity", _POSITIVE_INT, 10_000, "OBS_DEDUP_CAPACITY"),
         repeat_summary_seconds=r.get(

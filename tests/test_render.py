@@ -11,9 +11,12 @@ import pytest
 
 import obs
 from obs.render import (
+    CONSOLE_VALUE_MAX,
+    EVENT_COLUMN,
     MAX_LINE,
     ConsoleRenderer,
     JSONRenderer,
+    ShortPaths,
     TimeStamper,
     strip_control_keys,
 )
@@ -97,9 +100,13 @@ class TestJSONRenderer:
         assert {"1": "a", "event": "e"} == json.loads(JSONRenderer.dumps({1: "a", "event": "e"}))
 
 
+def _pad(text: str) -> str:
+    return text.ljust(EVENT_COLUMN)
+
+
 class TestConsoleRenderer:
     def test_layout(self) -> None:
-        """``time LEVEL event  body  k=v  (file:line)`` for a single process."""
+        """``time LEVEL event  body (padded)  k=v  logger (file:line)`` for one process."""
         ed = {
             "timestamp": "T",
             "severity_text": "INFO",
@@ -113,9 +120,28 @@ class TestConsoleRenderer:
             "code.file.path": "app.py",
             "code.line.number": 7,
         }
-        assert "T  INFO      engine_started  Engine started  model=llama n=2  (app.py:7)" == (
+        head = _pad("engine_started  Engine started")
+        assert f"T  INFO      {head}  model=llama n=2  eng (app.py:7)" == (
             ConsoleRenderer()(None, "info", ed)
         )
+
+    def test_pairs_line_up(self) -> None:
+        """Events of different lengths: the key=value pairs start in the same column."""
+        lines = [
+            ConsoleRenderer()(
+                None, "info", {"timestamp": "T", "severity_text": "INFO", "event": name, "k": 1}
+            )
+            for name in ("a", "workspace_initialized", "x" * 12)
+        ]
+        assert 1 == len({line.index("k=1") for line in lines}), lines
+
+    def test_stdlib_record_shows_the_message_once(self) -> None:
+        """A stdlib record (event = template, body = message) shows the message only."""
+        ed = {"timestamp": "T", "severity_text": "INFO", "event": "Loading %s (%d)"}
+        ed["body"] = "Loading llama (3)"
+        line = ConsoleRenderer()(None, "info", ed)
+        assert "T  INFO      Loading llama (3)" == line.rstrip()
+        assert "%s" not in line
 
     def test_rank_prefix_in_a_job(self) -> None:
         """With world_size > 1 the line shows [rRANK/nNODE]."""
@@ -144,32 +170,67 @@ class TestConsoleRenderer:
         assert "\x1b" not in line
 
     def test_non_str_values(self) -> None:
-        """Containers are shown as JSON; long values are cut at 1024 chars."""
+        """Containers are shown as JSON; long values are cut for the console."""
         ed = {"timestamp": "T", "severity_text": "INFO", "event": "e", "l": [1, "a"]}
         ed["s"] = "z" * 2000
         line = ConsoleRenderer()(None, "info", ed)
-        assert f'T  INFO      e  l=[1,"a"] s={"z" * 1024}...' == line
+        assert f'T  INFO      {_pad("e")}  l=[1,"a"] s={"z" * CONSOLE_VALUE_MAX}...' == line
 
     def test_stacktrace_lines_are_indented(self) -> None:
         """The traceback follows on indented lines, so no line can pass for a new record."""
         ed = {
             "timestamp": "T",
             "severity_text": "ERROR",
+            "severity_number": 17,
             "event": "failed",
             "exception.type": "ValueError",
             "exception.message": "a\nb",
             "exception.stacktrace": "Traceback:\n  File x\nValueError: a\nb\x85c\n",
         }
         first, *rest = ConsoleRenderer()(None, "error", ed).split("\n")
-        assert "T  ERROR     failed  exception.type=ValueError exception.message=a\\nb" == first
+        pairs = "exception.type=ValueError exception.message=a\\nb"
+        assert f"T  ERROR     {_pad('failed')}  {pairs}" == first
         assert ["    Traceback:", "      File x", "    ValueError: a", "    b", "    c"] == rest
 
+    @pytest.mark.parametrize(
+        ("level", "number", "policy", "lines"),
+        [
+            ("WARNING", 13, "error", 1),  # an expected fallback: one line
+            ("ERROR", 17, "error", 3),
+            ("WARNING", 13, "always", 3),
+            ("CRITICAL", 21, "never", 1),
+        ],
+    )
+    def test_tracebacks_only_for_errors_unless_asked(
+        self, level: str, number: int, policy: str, lines: int
+    ) -> None:
+        """OBS_CONSOLE_TRACEBACKS: error (default) shows the stack for ERROR and above only;
+        always / never. The exception type and message stay on the line."""
+        ed = {"timestamp": "T", "severity_text": level, "severity_number": number}
+        ed |= {"event": "e", "exception.type": "RuntimeError"}
+        ed["exception.stacktrace"] = "Traceback:\nRuntimeError: x"
+        out = ConsoleRenderer(tracebacks=policy)(None, "warning", ed)
+        assert lines == len(out.split("\n"))
+        assert "exception.type=RuntimeError" in out.split("\n")[0]
+
     def test_colors(self) -> None:
-        """With colors the level and event are styled with ANSI codes."""
-        ed = {"timestamp": "T", "severity_text": "ERROR", "event": "e"}
-        assert "T  \x1b[31;1mERROR   \x1b[0m  \x1b[1me\x1b[0m" == ConsoleRenderer(colors=True)(
-            None, "error", ed
-        )
+        """With colors: dim time, level colour, bold event, cyan keys, magenta values,
+        blue logger."""
+        ed = {"timestamp": "T", "severity_text": "ERROR", "event": "e", "k": 1, "logger": "lg"}
+        line = ConsoleRenderer(colors=True)(None, "error", ed)
+        assert line.startswith("\x1b[2mT\x1b[0m  \x1b[31;1mERROR   \x1b[0m  \x1b[1me\x1b[0m")
+        assert "\x1b[36mk\x1b[0m=\x1b[35m1\x1b[0m" in line
+        assert line.endswith("\x1b[34mlg\x1b[0m")
+
+    def test_paths_are_short(self, tmp_path: Any) -> None:
+        """Paths under the working directory are relative; library paths start at their
+        package (site-packages stripped); others stay absolute."""
+        import structlog
+
+        paths = ShortPaths(str(tmp_path))
+        assert "pkg/app.py" == paths(str(tmp_path / "pkg" / "app.py"))
+        assert "structlog/__init__.py" == paths(structlog.__file__ or "")
+        assert "/elsewhere/x.py" == paths("/elsewhere/x.py")
 
 
 class TestInTheChain:
@@ -221,7 +282,9 @@ class TestInTheChain:
         obs.configure(format="console", sdk_disabled=True)
         obs.get_logger("t").warning("disk_low", free_gb=3)
         line = capsys.readouterr().err
-        assert re.match(r"^\S+Z  WARNING   disk_low  free_gb=3  \(.*test_render\.py:\d+\)\n$", line)
+        assert re.match(
+            r"^\S+Z  WARNING   disk_low {22}  free_gb=3  t \(tests/test_render\.py:\d+\)\n$", line
+        )
 
     def test_auto_is_json_off_a_tty(self, capsys: pytest.CaptureFixture[str]) -> None:
         """format="auto" writes JSON when the stream is not a tty (as under pytest)."""
