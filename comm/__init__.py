@@ -28,6 +28,7 @@ __all__ = [
     "reset_default_manager",
 ]
 
+from comm._packaging import warn_once as _warn_once
 from comm.flashinfer_allreduce import (
     CommSettings,
     FiArWorkspaces,
@@ -45,3 +46,5 @@ from comm.flashinfer_allreduce import (
     require_fi_ar_workspace,
     reset_default_manager,
 )
+
+_warn_once(__path__[0])  # one listdir: says so when another 'comm' shares this folder

@@ -9,12 +9,25 @@ _USAGE = """usage: python -m comm probe --world-size N [--nodes M] [--backend au
                             [--otlp-endpoint URL | --embedded-receiver]
 
   probe   run get_fi_ar_workspace / get_fi_ar_quant_workspace on N ranks and report
-          (exit 0 all initialized, 3 terminal failure, 2 bad usage, 1 probe failed)
+          (exit 0 all initialized, 3 terminal failure, 4 records not delivered,
+          2 bad usage, 1 probe failed); --help for every option
 """
+
+
+def _check_package() -> None:
+    """Say so when another distribution owns ``comm/__init__.py`` (Jupyter's ``comm``)."""
+    import comm  # noqa: PLC0415
+    from comm._packaging import conflict_message  # noqa: PLC0415
+
+    if not hasattr(comm, "get_fi_ar_workspace"):
+        message = conflict_message(next(iter(comm.__path__)), ours_is_init=False)
+        if message:
+            sys.stderr.write(message + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to the subcommand; 2 on bad usage."""
+    _check_package()
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         sys.stdout.write(_USAGE)
