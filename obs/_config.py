@@ -29,11 +29,14 @@ def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
 class Holder:
     """Holds the current :class:`Runtime` (None until first use or ``configure()``)."""
 
-    __slots__ = ("_atexit", "_lock", "bridge", "runtime")
+    __slots__ = ("_atexit", "_lock", "bridge", "runtime", "sinks")
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
         self.bridge: Any = None
+        #: Capture sinks every runtime gets, across configure() and reset() (the pytest
+        #: plugin's caplog mirror); ``capture_events()`` lists live on one runtime only.
+        self.sinks: list[Any] = []
         self._lock = threading.RLock()
         self._atexit = False
 
@@ -53,6 +56,7 @@ class Holder:
                     errors.append(_output_error(settings, exc))
                     settings = dataclasses.replace(settings, file=None)
                     runtime = Runtime(settings, build_sink=False)
+                runtime.captures.extend(self.sinks)
                 self.runtime = runtime
                 self._register_atexit()
                 for error in errors:
@@ -89,6 +93,7 @@ class Holder:
             runtime = Runtime(
                 settings, deduper=old.deduper if keep and old else None, output=output
             )
+            runtime.captures.extend(self.sinks)
             self.runtime = runtime
             if old is not None:
                 if not keep:
