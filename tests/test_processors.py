@@ -1,0 +1,71 @@
+"""obs.processors in a user's own structlog chain, rendered by structlog's renderers."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+import obs.processors
+
+
+@pytest.fixture
+def user_chain() -> Iterator[tuple[Any, io.StringIO]]:
+    """structlog configured the way an application would, with obs' processors inside."""
+    out = io.StringIO()
+    structlog.configure(
+        processors=[*obs.processors.chain(), structlog.processors.JSONRenderer()],
+        logger_factory=structlog.PrintLoggerFactory(out),
+        cache_logger_on_first_use=False,
+    )
+    try:
+        yield structlog.get_logger("app"), out
+    finally:
+        structlog.reset_defaults()
+
+
+class TestUserChain:
+    def test_clean_output_with_structlogs_renderer(self, user_chain: tuple[Any, Any]) -> None:
+        """No _obs_* key leaks; rank fields, callsite and severity are there; `level` agrees
+        with severity_text on a stage event (it said "info" next to WARNING before)."""
+        log, out = user_chain
+        log.info("workspace_attempt_failed", stage="attempt_failed", backend="mnnvl")
+        record = json.loads(out.getvalue())
+        assert not [k for k in record if k.startswith("_obs")], record
+        assert ("warning", "WARNING", "failure") == (
+            record["level"],
+            record["severity_text"],
+            record["outcome"],
+        )
+        assert record["code.file.path"].endswith("test_processors.py")
+        assert {"rank", "local_rank", "world_size", "node_rank", "host.name"} <= set(record)
+
+    def test_redaction_and_once(self, user_chain: tuple[Any, Any]) -> None:
+        """Secrets are redacted and once-calls are deduplicated in the user's chain too."""
+        log, out = user_chain
+        for _ in range(3):
+            log.warning("token_used", hf_token="hf_SECRET", once=True)
+        lines = out.getvalue().splitlines()
+        assert 1 == len(lines)
+        assert "hf_SECRET" not in lines[0]
+
+    def test_console_renderer_shows_the_stage_level(self) -> None:
+        """structlog's ConsoleRenderer prints the level the stage decided."""
+        out = io.StringIO()
+        structlog.configure(
+            processors=[
+                *obs.processors.chain(),
+                structlog.dev.ConsoleRenderer(colors=False),
+            ],
+            logger_factory=structlog.PrintLoggerFactory(out),
+        )
+        try:
+            structlog.get_logger().info("workspace_terminal_failure", stage="terminal_failure")
+        finally:
+            structlog.reset_defaults()
+        assert "[error" in out.getvalue()
+        assert "_obs" not in out.getvalue()
