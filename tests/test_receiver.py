@@ -589,9 +589,15 @@ class TestCli:
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 0, err
-        assert lines[0] == "22:13:20.000 WARN  mem rank=1 host=n1 low memory\n"
-        assert lines[1].endswith(" mem b\n")
-        assert lines[2].endswith(" - c\n")
+        assert banner.rstrip().endswith("(Ctrl-C to stop)")
+        cols = [c for c in lines[0].rstrip("\n").split("  ") if c.strip()]
+        assert ["22:13:20.000", "WARN", "svc-test", "r1@node7", "mem", "low memory"] == [
+            c.strip() for c in cols[:6]
+        ], lines[0]
+        assert cols[6].strip() == 'host=n1 blob="AP8="', lines[0]
+        assert 1 == len({line.index(" mem ") for line in lines[:2]}), lines  # aligned
+        assert lines[1].rstrip().endswith(" mem                           b")
+        assert lines[2].rstrip().endswith(" -                             c")
         assert "received 3 records in 3 requests (grpc 1, http 2)\n" in rest
         assert "       2  mem\n" in rest
         assert "       1  <no event>\n" in rest
@@ -600,6 +606,43 @@ class TestCli:
         assert [r["body"] for r in saved] == ["low memory", "b", "c"]
         assert saved[0]["attributes"]["blob"] == "AP8="
         assert {k: saved[0]["attributes"][k] for k in ("rank", "host")} == {"rank": 1, "host": "n1"}
+
+
+class TestCliUsability:
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        code = "import sys; from obs.__main__ import main; sys.exit(main(sys.argv[1:]))"
+        return subprocess.run(
+            [sys.executable, "-c", code, "receive", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+        )
+
+    def test_port_in_use_is_one_clear_line(self) -> None:
+        """A busy port gives one line naming it and exit 1, not a traceback."""
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            proc = self._run("--http-only", "--port", str(port))
+        assert 1 == proc.returncode
+        assert [f"python -m obs receive: cannot listen on 127.0.0.1:{port}"] == [
+            line.split(" (")[0] for line in proc.stderr.splitlines()
+        ], proc.stderr
+        assert "Traceback" not in proc.stderr
+
+    def test_help_shows_defaults_and_only_flags(self) -> None:
+        """--help lists --grpc-only/--http-only, the defaults and how to stop."""
+        text = self._run("--help").stdout
+        for needle in ("--grpc-only", "--http-only", "(default: 4318)", "Ctrl-C"):
+            assert needle in text, needle
+
+    def test_grpc_only_and_http_only_are_exclusive(self) -> None:
+        """Both at once is a usage error (exit 2)."""
+        assert 2 == self._run("--grpc-only", "--http-only").returncode
 
 
 class TestPlugin:
