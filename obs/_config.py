@@ -78,6 +78,15 @@ class Holder:
         is handed over open when the path stays the same, and never closed under a writer.
         """
         settings = load_settings(overrides)
+        keep_root = False
+        if "level" not in settings.sources:  # OBS_LEVEL unset: follow the app's root level
+            root_level = logging.getLogger().level
+            keep_root = settings.stdlib_bridge and root_level not in (
+                logging.NOTSET,
+                logging.WARNING,
+            )
+            if keep_root and root_level < settings.level:
+                settings = dataclasses.replace(settings, level=root_level)
         with self._lock:
             old = self.runtime
             keep = old is not None and (
@@ -102,7 +111,9 @@ class Holder:
             from obs.stdlib import install_bridge, remove_bridge  # noqa: PLC0415
 
             if settings.stdlib_bridge:
-                install_bridge(self, settings.level, settings.adopt_loggers)
+                install_bridge(
+                    self, settings.level, settings.adopt_loggers, keep_root_level=keep_root
+                )
             else:
                 remove_bridge(self)
             self._register_atexit()

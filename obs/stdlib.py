@@ -107,16 +107,29 @@ def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
 
 
 def install_bridge(
-    holder: Holder, level: int, adopt: Iterable[str] = DEFAULT_ADOPT_LOGGERS
+    holder: Holder,
+    level: int,
+    adopt: Iterable[str] = DEFAULT_ADOPT_LOGGERS,
+    *,
+    keep_root_level: bool = False,
 ) -> ObsHandler:
     """Put one :class:`ObsHandler` on the root logger (replacing an earlier one) and adopt
-    the console loggers under ``adopt``."""
+    the console loggers under ``adopt``, and the root logger's own console handlers
+    (``logging.basicConfig``), so every stdlib line comes out once, through obs. The root
+    level is set to ``level`` unless ``keep_root_level`` (the app chose it, OBS_LEVEL did
+    not); removal gives all of it back."""
     remove_bridge(holder)
     handler = ObsHandler(holder)
     root = logging.getLogger()
     handler.previous_root_level = root.level
-    root.addHandler(handler)
-    root.setLevel(level)
+    consoles = _console_handlers(root)
+    if consoles:
+        handler.adopted.setdefault("", Adopted(tuple(consoles), root.propagate))
+    root.addHandler(handler)  # first, so no record meanwhile falls to logging.lastResort
+    for console in consoles:
+        root.removeHandler(console)
+    if not keep_root_level:
+        root.setLevel(level)
     holder.bridge = handler
     adopt_loggers(adopt, handler)
     return handler
