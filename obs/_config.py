@@ -112,10 +112,16 @@ class Holder:
 
             if settings.stdlib_bridge:
                 install_bridge(
-                    self, settings.level, settings.adopt_loggers, keep_root_level=keep_root
+                    self,
+                    settings.level,
+                    settings.adopt_loggers,
+                    keep_root_level=keep_root,
+                    adopt_otel_handlers=getattr(runtime.sink, "mode", None) == "provider",
                 )
             else:
                 remove_bridge(self)
+            if getattr(runtime.sink, "mode", None) == "provider":
+                _report_global_provider(runtime, settings)
             self._register_atexit()
         return settings
 
@@ -141,3 +147,21 @@ class Holder:
 
 
 STATE = Holder()
+
+
+def _report_global_provider(runtime: Runtime, settings: Settings) -> None:
+    """Say which provider exports: the application's global OTel LoggerProvider wins (its
+    exporters and endpoint), so obs' own OTLP settings are not used; a WARNING when some
+    were given, since they would otherwise be ignored silently."""
+    ignored = settings.otlp_endpoint is not None
+    runtime.report(
+        "obs_export_provider",
+        logging.WARNING if ignored else logging.INFO,
+        provider="global",
+        body="exporting through the application's global OpenTelemetry LoggerProvider"
+        + (
+            f"; {settings.source('otlp_endpoint')} is not used (that provider's exporters are)"
+            if ignored
+            else ""
+        ),
+    )

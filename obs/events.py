@@ -693,6 +693,22 @@ class ObsDedupCapacityReached(Event):
     capacity: int
 
 
+@REGISTRY.register
+@dataclasses.dataclass(frozen=True)
+class ObsExportProvider(Event):
+    """obs exports through the application's global OpenTelemetry LoggerProvider."""
+
+    name: ClassVar[str] = "obs_export_provider"
+    level: ClassVar[int] = logging.INFO
+    description: ClassVar[str] = (
+        "Records are exported through the application's global LoggerProvider (installed "
+        "by opentelemetry-instrument or the app), not obs' own exporter; WARNING when obs' "
+        "OTLP endpoint setting is therefore not used."
+    )
+
+    provider: str
+
+
 def cli_schema(argv: list[str] | None = None) -> int:
     """``python -m obs schema [--format markdown|json]``: print the registry to stdout."""
     import argparse  # noqa: PLC0415 - CLI only

@@ -106,16 +106,25 @@ def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
     return out
 
 
+def _is_otel_logging_handler(handler: logging.Handler) -> bool:
+    """The OTel SDK's ``LoggingHandler`` (checked by name: the SDK need not be imported)."""
+    cls = type(handler)
+    return cls.__name__ == "LoggingHandler" and cls.__module__.startswith("opentelemetry.")
+
+
 def install_bridge(
     holder: Holder,
     level: int,
     adopt: Iterable[str] = DEFAULT_ADOPT_LOGGERS,
     *,
     keep_root_level: bool = False,
+    adopt_otel_handlers: bool = False,
 ) -> ObsHandler:
     """Put one :class:`ObsHandler` on the root logger (replacing an earlier one) and adopt
     the console loggers under ``adopt``, and the root logger's own console handlers
-    (``logging.basicConfig``), so every stdlib line comes out once, through obs. The root
+    (``logging.basicConfig``), so every stdlib line comes out once, through obs; with
+    ``adopt_otel_handlers`` also the OTel SDK's ``LoggingHandler`` (``opentelemetry-instrument``
+    puts one there) when obs exports through that same global provider. The root
     level is set to ``level`` unless ``keep_root_level`` (the app chose it, OBS_LEVEL did
     not); removal gives all of it back."""
     remove_bridge(holder)
@@ -123,6 +132,8 @@ def install_bridge(
     root = logging.getLogger()
     handler.previous_root_level = root.level
     consoles = _console_handlers(root)
+    if adopt_otel_handlers:  # obs exports through the same provider: once is enough
+        consoles += [h for h in root.handlers if _is_otel_logging_handler(h)]
     if consoles:
         handler.adopted.setdefault("", Adopted(tuple(consoles), root.propagate))
     root.addHandler(handler)  # first, so no record meanwhile falls to logging.lastResort

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +59,54 @@ class TestBasicConfig:
         proc = run({"OBS_LEVEL": "INFO"})
         records = [json.loads(x) for x in proc.stderr.splitlines() if x.startswith("{")]
         assert ["inf"] == [r["event"] for r in records]
+
+
+INSTRUMENTED = """
+import logging, sys
+from opentelemetry._logs import set_logger_provider
+from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+# What opentelemetry-instrument sets up: a global provider and its handler on root.
+provider = LoggerProvider()
+provider.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(endpoint=sys.argv[1])))
+set_logger_provider(provider)
+logging.getLogger().addHandler(LoggingHandler(logger_provider=provider))
+logging.getLogger().setLevel(logging.INFO)
+
+import obs
+obs.configure(format="json", otlp_endpoint="http://127.0.0.1:9")
+logging.getLogger("app").warning("stdlib_once")
+obs.get_logger("app").warning("obs_once")
+obs.shutdown()
+provider.shutdown()
+"""
+
+
+class TestGlobalProvider:
+    def test_each_record_exported_once_and_the_provider_named(self, otlp_receiver: Any) -> None:
+        """Under an app's global LoggerProvider with the SDK's LoggingHandler on root, each
+        stdlib record arrives once (twice on the first release), and obs says its own
+        endpoint setting is not used (it was ignored silently)."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+        proc = subprocess.run(
+            [sys.executable, "-c", INSTRUMENTED, otlp_receiver.http_logs_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**base, "PYTHONPATH": str(ROOT)},
+        )
+        assert 0 == proc.returncode, proc.stderr
+        otlp_receiver.wait_for(2, timeout=10)
+        bodies = [r["body"] for r in otlp_receiver.records]
+        assert 1 == bodies.count("stdlib_once"), otlp_receiver.records  # not also the SDK's
+        assert 1 == len(otlp_receiver.by_event("obs_once"))
+        notice = [json.loads(x) for x in proc.stderr.splitlines() if "obs_export_provider" in x]
+        assert 1 == len(notice), proc.stderr
+        assert ("WARNING", "global") == (notice[0]["severity_text"], notice[0]["provider"])
+        assert (
+            "OTEL_EXPORTER_OTLP_ENDPOINT" in notice[0]["body"]
+            or "otlp_endpoint" in (notice[0]["body"])
+        )
