@@ -11,6 +11,7 @@ __all__ = ["STATE", "Holder"]
 import atexit
 import dataclasses
 import logging
+import signal
 import threading
 from typing import Any
 
@@ -29,7 +30,7 @@ def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
 class Holder:
     """Holds the current :class:`Runtime` (None until first use or ``configure()``)."""
 
-    __slots__ = ("_atexit", "_lock", "bridge", "runtime", "sinks")
+    __slots__ = ("_atexit", "_lock", "_sighup", "bridge", "runtime", "sinks")
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
@@ -39,6 +40,7 @@ class Holder:
         self.sinks: list[Any] = []
         self._lock = threading.RLock()
         self._atexit = False
+        self._sighup = False
 
     def ensure(self) -> Runtime:
         """The runtime, creating a console-only default one on first use.
@@ -122,6 +124,8 @@ class Holder:
                 remove_bridge(self)
             if getattr(runtime.sink, "mode", None) == "provider":
                 _report_global_provider(runtime, settings)
+            if settings.file_reopen_on_sighup and settings.file:
+                self._install_sighup()
             self._register_atexit()
         return settings
 
@@ -134,6 +138,24 @@ class Holder:
             old, self.runtime = self.runtime, None
             if old is not None:
                 old.shutdown(timeout=0.5)
+
+    def _install_sighup(self) -> None:
+        """SIGHUP reopens ``OBS_FILE`` (logrotate's ``postrotate``), then runs the handler
+        that was there before; installed once, from the main thread only."""
+        if self._sighup or threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGHUP)
+
+        def on_sighup(signum: int, frame: Any) -> None:
+            runtime = self.runtime
+            file = runtime.output.file if runtime is not None else None
+            if file is not None:
+                file.request_reopen()
+            if callable(previous):
+                previous(signum, frame)
+
+        signal.signal(signal.SIGHUP, on_sighup)
+        self._sighup = True
 
     def _register_atexit(self) -> None:
         if not self._atexit:

@@ -88,7 +88,16 @@ class StreamSink:
 class FileSink:
     """An ``O_APPEND`` JSON-lines file, reopened when its path's inode changes."""
 
-    __slots__ = ("__weakref__", "_fd", "_finalizer", "_id", "_lock", "_next_check", "path")
+    __slots__ = (
+        "__weakref__",
+        "_fd",
+        "_finalizer",
+        "_force",
+        "_id",
+        "_lock",
+        "_next_check",
+        "path",
+    )
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -97,6 +106,7 @@ class FileSink:
         self._id: tuple[int, int] = (0, 0)
         self._finalizer: Any = None
         self._next_check = 0.0
+        self._force = False
         self._open()
 
     def _open(self) -> None:
@@ -131,10 +141,16 @@ class FileSink:
         with self._lock:
             if time.monotonic() >= self._next_check:
                 self._next_check = time.monotonic() + _REOPEN_CHECK_SECONDS
-                if self._rotated():
+                if self._force or self._rotated():
+                    self._force = False
                     self._open()
             _write_all(self._fd, data)
             return True
+
+    def request_reopen(self) -> None:
+        """Reopen the path before the next line (safe in a signal handler: no lock, no I/O)."""
+        self._force = True
+        self._next_check = 0.0
 
     def reopen(self) -> None:
         """Reopen the path now (after a SIGHUP or an external rotation)."""

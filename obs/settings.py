@@ -46,6 +46,8 @@ ENV_VARS: dict[str, str] = {
     "or never; JSON and OTLP always keep the stack (default error)",
     "OBS_FILE": "also append JSON lines to this file; {rank}, {local_rank}, {node_rank}, "
     "{host}, {pid} are filled in per process (default: none)",
+    "OBS_FILE_REOPEN_ON_SIGHUP": "true: SIGHUP makes obs reopen OBS_FILE (for logrotate's "
+    "postrotate kill -HUP; the previous SIGHUP handler still runs; default false)",
     "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
     "OBS_REPEAT_SUMMARY_SECONDS": "period of log_repeats_suppressed summaries, 0 = only at "
     "flush/shutdown (default 60)",
@@ -97,6 +99,7 @@ class Settings:
     stream: Literal["stderr", "stdout", "none"] = "stderr"
     console_tracebacks: Literal["error", "always", "never"] = "error"
     file: str | None = None
+    file_reopen_on_sighup: bool = False
     dedup_capacity: int = 10_000
     repeat_summary_seconds: float = 60.0
     export_all_ranks_level: int = logging.WARNING
@@ -449,6 +452,9 @@ def load_settings(
             "OBS_CONSOLE_TRACEBACKS",
         ),
         file=r.get("file", _file_template, None, "OBS_FILE"),
+        file_reopen_on_sighup=r.get(
+            "file_reopen_on_sighup", _bool, False, "OBS_FILE_REOPEN_ON_SIGHUP"
+        ),
         dedup_capacity=r.get("dedup_capacity", _POSITIVE_INT, 10_000, "OBS_DEDUP_CAPACITY"),
         repeat_summary_seconds=r.get(
             "repeat_summary_seconds", _NON_NEGATIVE, 60.0, "OBS_REPEAT_SUMMARY_SECONDS"

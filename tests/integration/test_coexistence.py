@@ -110,3 +110,40 @@ class TestGlobalProvider:
             "OTEL_EXPORTER_OTLP_ENDPOINT" in notice[0]["body"]
             or "otlp_endpoint" in (notice[0]["body"])
         )
+
+
+ROTATE = """
+import os, signal, sys, obs
+path = sys.argv[1]
+seen = []
+signal.signal(signal.SIGHUP, lambda s, f: seen.append(s))  # the app's own handler
+obs.configure(format="json", sdk_disabled=True, stream="none", file=path)
+log = obs.get_logger("app")
+log.warning("before_rotation")
+os.rename(path, path + ".1")  # logrotate's default (create): rename, then signal
+os.kill(os.getpid(), signal.SIGHUP)
+log.warning("after_rotation")  # at once: the 1 s inode check has not run yet
+obs.shutdown()
+print("previous handler ran" if seen else "previous handler lost")
+"""
+
+
+class TestRotation:
+    def test_sighup_reopens_obs_file_and_chains(self, tmp_path: Path) -> None:
+        """OBS_FILE_REOPEN_ON_SIGHUP=true: after logrotate's rename and SIGHUP the next line
+        goes to the new file, and the app's own SIGHUP handler still runs."""
+        path = tmp_path / "app.jsonl"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+        proc = subprocess.run(
+            [sys.executable, "-c", ROTATE, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**base, "PYTHONPATH": str(ROOT), "OBS_FILE_REOPEN_ON_SIGHUP": "true"},
+        )
+        assert (0, "previous handler ran\n") == (proc.returncode, proc.stdout), proc.stderr
+        rotated = [json.loads(x)["event"] for x in Path(f"{path}.1").read_text().splitlines()]
+        current = [json.loads(x)["event"] for x in path.read_text().splitlines()]
+        assert (["before_rotation"], ["after_rotation"]) == (rotated, current)
+        assert 0o600 == path.stat().st_mode & 0o777
