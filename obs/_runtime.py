@@ -566,17 +566,7 @@ class Runtime:
                 value = fields.get(key)
                 if isinstance(value, str):
                     fields[key] = scrub_text(value)
-            ed: EventDict = {
-                "timestamp": None,
-                "severity_text": None,
-                "severity_number": None,
-                "event": event,
-                "body": fields.pop("body", event),
-                "logger": fields.pop("logger", "obs"),
-            }
-            ed.update(user_fields(fields, _CALL_KEYWORDS))
-            ed["_obs_level"] = level
-            self.process(_METHOD_BY_LEVEL.get(level, "warning"), ed)
+            self.process(_METHOD_BY_LEVEL.get(level, "warning"), _internal(event, level, fields))
         except Exception:
             self.unreported_errors += 1
 
@@ -691,16 +681,7 @@ class Runtime:
 
     def _report_internal(self, event: str, level: int, **fields: Any) -> None:
         """:meth:`report` from inside a call that already holds the re-entrancy mark."""
-        ed: EventDict = {
-            "timestamp": None,
-            "severity_text": None,
-            "severity_number": None,
-            "event": event,
-            "body": fields.pop("body", event),
-            "logger": fields.pop("logger", "obs"),
-        }
-        ed.update(user_fields(fields, _CALL_KEYWORDS))
-        ed["_obs_level"] = level
+        ed = _internal(event, level, fields)
         try:
             for processor in self.processors:
                 ed = processor(None, _METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
@@ -772,6 +753,21 @@ class Runtime:
         if timeout is not None and math.isfinite(timeout):
             budget = min(max(timeout, 0.0), budget)
         return budget
+
+
+def _internal(event: str, level: int, fields: dict[str, Any]) -> EventDict:
+    """The event dict of an obs-internal event (``body``/``logger`` taken from ``fields``)."""
+    ed: EventDict = {
+        "timestamp": None,
+        "severity_text": None,
+        "severity_number": None,
+        "event": event,
+        "body": fields.pop("body", event),
+        "logger": fields.pop("logger", "obs"),
+    }
+    ed.update(user_fields(fields, _CALL_KEYWORDS))
+    ed["_obs_level"] = level
+    return ed
 
 
 def _stats_of(sink: Any) -> dict[str, Any] | None:

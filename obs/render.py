@@ -262,25 +262,8 @@ EVENT_COLUMN = 30
 CONSOLE_VALUE_MAX = 160
 _SEVERITY_OF = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _IDENT = re.compile(r"[A-Za-z0-9_.:-]+")
-_HEAD = frozenset(
-    {
-        "timestamp",
-        "severity_text",
-        "severity_number",
-        "event",
-        "body",
-        "logger",
-        "rank",
-        "local_rank",
-        "world_size",
-        "node_rank",
-        "host.name",
-        "code.file.path",
-        "code.line.number",
-        "code.function.name",
-        "exception.stacktrace",
-    }
-)
+#: Fields the console shows in place (head, location, traceback), not as key=value.
+_HEAD = frozenset(CONTROL_FIELDS) - {"stage", "outcome", "exception.type", "exception.message"}
 #: Bidi controls (embeddings, overrides, isolates, marks): raw, they reorder what a terminal
 #: shows, so a value could make a line read as something else (Trojan Source).
 BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
