@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import logging
 import os
 import signal
 import sys
@@ -42,6 +43,7 @@ def signal_mode(path: str) -> None:
         handled[0] += 1
         log.warning("from_signal", n=handled[0], password=SECRET)
         log.warning_once("from_signal_once", n=handled[0] % 3)
+        logging.getLogger("lib").warning("from_signal_stdlib %d", handled[0])
 
     signal.signal(signal.SIGALRM, handler)
     signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
