@@ -238,12 +238,15 @@ def new_run_dir(base: str | None = None, keep: int = KEEP_RUNS) -> str:
     removing all but the newest ``keep - 1`` earlier runs, so probes never fill /tmp."""
     base = base or os.path.join(tempfile.gettempdir(), f"comm-probe-{os.getuid()}")
     os.makedirs(base, mode=0o700, exist_ok=True)
-    runs = sorted(
-        (e for e in os.scandir(base) if e.name.startswith("run-") and e.is_dir()),
-        key=lambda e: (e.stat().st_mtime, e.name),
-    )
-    for old in runs[: max(len(runs) - (keep - 1), 0)]:
-        shutil.rmtree(old.path, ignore_errors=True)
+    runs: list[tuple[float, str, str]] = []
+    with contextlib.suppress(OSError), os.scandir(base) as entries:
+        for e in entries:
+            with contextlib.suppress(OSError):  # another probe may be pruning too
+                if e.name.startswith("run-") and e.is_dir(follow_symlinks=False):
+                    runs.append((e.stat().st_mtime, e.name, e.path))
+    runs.sort()
+    for _, _, path in runs[: max(len(runs) - (keep - 1), 0)]:
+        shutil.rmtree(path, ignore_errors=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return tempfile.mkdtemp(prefix=f"run-{stamp}-", dir=base)
 
