@@ -56,6 +56,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -238,6 +239,11 @@ def new_run_dir(base: str | None = None, keep: int = KEEP_RUNS) -> str:
     removing all but the newest ``keep - 1`` earlier runs, so probes never fill /tmp."""
     base = base or os.path.join(tempfile.gettempdir(), f"comm-probe-{os.getuid()}")
     os.makedirs(base, mode=0o700, exist_ok=True)
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        # Not ours (another user's, a symlink, or writable by others in a shared /tmp):
+        # a fresh private folder instead, never pruned.
+        return tempfile.mkdtemp(prefix="comm-probe-")
     runs: list[tuple[float, str, str]] = []
     with contextlib.suppress(OSError), os.scandir(base) as entries:
         for e in entries:
