@@ -470,3 +470,18 @@ class TestUsability:
                        "torch.distributed.DistStoreError: timed out\nbye\n")  # fmt: skip
         assert "torch.distributed.DistStoreError: timed out" == probe.last_exception(str(log))
         assert probe.last_exception(str(tmp_path / "none.log")) is None
+
+
+def test_default_run_dir_parent_must_be_private(tmp_path: Path) -> None:
+    """A shared, writable-by-others parent (or a symlink) is not used or pruned."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "run-victim").mkdir()
+    made = probe.new_run_dir(str(shared), keep=1)
+    assert not made.startswith(str(shared))
+    assert (shared / "run-victim").is_dir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "private", target_is_directory=True)
+    (tmp_path / "private").mkdir()
+    assert not probe.new_run_dir(str(link)).startswith(str(link))
