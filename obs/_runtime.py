@@ -31,7 +31,7 @@ from obs._output import FileSink, Output, StreamSink
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
-from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
+from obs.encode import MAX_KEY, MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
 from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import (
     CONTROL_FIELDS,
@@ -465,54 +465,91 @@ class Runtime:
             )
 
     def log_record(self, record: logging.LogRecord, *, export: bool = True) -> None:
-        """Run a stdlib ``LogRecord`` through the same chain (the bridge's entry)."""
+        """Run a stdlib ``LogRecord`` through the same chain (the bridge's entry).
+
+        The template is the event (stable for alerts), the formatted message the body;
+        ``extra`` fields are user fields (``extra={"event": ...}`` is kept as
+        ``user.event``). A record whose attributes are odd (a NaN ``created``, a key whose
+        ``__str__`` raises) is still written at its own level with its message.
+        """
         try:
-            msg = record.msg
-            event = getattr(record, "event", None)
-            if not isinstance(event, str):
-                event = msg if isinstance(msg, str) else safe_repr(msg, 200)
-            try:
-                body = record.getMessage()
-            except Exception as exc:
-                body = (
-                    f"{safe_repr(msg, 1000)} % {safe_repr(record.args, 1000)}"
-                    f" (formatting failed: {type(exc).__name__})"
-                )
-            ed: EventDict = {
-                "timestamp": None,
-                "severity_text": None,
-                "severity_number": None,
-                "event": event,
-                "body": body,
-                "logger": record.name,
-            }
-            extras = {
-                k: v
-                for k, v in record.__dict__.items()
-                if k not in _STDLIB_ATTRS and k != "event" and not str(k).startswith("_obs_")
-            }
-            if extras:
-                ed.update(user_fields(extras, _CALL_KEYWORDS))
-            ed["code.file.path"] = record.pathname
-            ed["code.line.number"] = record.lineno
-            ed["code.function.name"] = record.funcName
-            if record.exc_info:
-                ed["exc_info"] = record.exc_info
-            level = record.levelno
-            if "stage" in ed:
-                level = self.effective_level(level, ed["stage"])
-                if level < self.level:  # the stage lowered it below what is logged
-                    return
-            ed["_obs_level"] = level
-            ed["_obs_time_ns"] = round(record.created * 1e6) * 1000  # float s, exact to the us
-            if not export:
-                ed["_obs_no_export"] = True
+            ed = self._record_dict(record)
         except Exception as exc:
-            self._fallback_write(
-                {"event": "obs_unbridgeable_record", "logger": getattr(record, "name", "?")}, exc
-            )
+            self._fallback_write(self._record_minimal(record), exc)
             return
+        level = ed["_obs_level"]
+        if "stage" in ed:
+            level = self.effective_level(level, ed["stage"])
+            if level < self.level:  # the stage lowered it below what is logged
+                return
+            ed["_obs_level"] = level
+        if not export:
+            ed["_obs_no_export"] = True
         self.process(_METHOD_BY_LEVEL.get(level, "info"), ed)
+
+    @staticmethod
+    def _record_minimal(record: logging.LogRecord) -> EventDict:
+        """What is left of a record whose full conversion failed: level, message, logger
+        (each read on its own: any of them may be the attribute that raises)."""
+
+        def read(name: str, default: Any) -> Any:
+            try:
+                return record.__dict__.get(name, default)
+            except Exception:
+                return default
+
+        level, msg = read("levelno", logging.INFO), read("msg", None)
+        plain = type(msg) is str and len(msg) <= MAX_STR
+        return {
+            "event": msg if plain else "obs_unbridgeable_record",
+            "body": safe_repr(msg, 1000),
+            "logger": _plain_text(read("name", "?")),
+            "_obs_level": level if type(level) is int else logging.INFO,
+            "user.error": "the record's attributes could not be read",
+        }
+
+    def _record_dict(self, record: logging.LogRecord) -> EventDict:
+        msg = record.msg
+        event = msg if isinstance(msg, str) else safe_repr(msg, 200)
+        if len(event) > MAX_STR:
+            event = _plain_text(event)
+        try:
+            body = record.getMessage()
+        except Exception as exc:
+            body = (
+                f"{safe_repr(msg, 1000)} % {safe_repr(record.args, 1000)}"
+                f" (formatting failed: {type(exc).__name__})"
+            )
+        ed: EventDict = {
+            "timestamp": None,
+            "severity_text": None,
+            "severity_number": None,
+            "event": event,
+            "body": body if type(body) is str and len(body) <= MAX_STR else _plain_text(body),
+            "logger": _plain_text(record.name),
+        }
+        extras = {}
+        for k, v in record.__dict__.items():
+            if type(k) is not str:
+                k = safe_repr(k, MAX_KEY)  # noqa: PLW2901 - a key whose __str__ may raise
+            if k not in _STDLIB_ATTRS and not k.startswith("_obs_"):
+                extras[k] = v
+        if extras:
+            ed.update(user_fields(extras, _CALL_KEYWORDS))
+        ed["code.file.path"] = _plain_text(record.pathname)
+        lineno = record.lineno
+        ed["code.line.number"] = lineno if type(lineno) is int else 0
+        ed["code.function.name"] = _plain_text(record.funcName)
+        if record.exc_info:
+            ed["exc_info"] = record.exc_info
+        level = record.levelno
+        ed["_obs_level"] = level if type(level) is int else logging.INFO
+        created = record.created
+        if type(created) in (int, float) and math.isfinite(created) and abs(created) < 1e11:
+            ed["_obs_time_ns"] = round(created * 1e6) * 1000  # float s, exact to the us
+        else:
+            ed["_obs_time_ns"] = time.time_ns()  # a record built by hand with a bad time
+        return ed
 
     # -- re-entrancy -----------------------------------------------------------------
 
@@ -587,6 +624,21 @@ class Runtime:
         self.report(event, logging.ERROR, **fields)
 
     def _fallback_write(self, event_dict: EventDict, exc: Exception) -> None:
+        """Write ``event_dict`` without the chain, holding the re-entrancy mark: a signal
+        handler that logs meanwhile is deferred, never waits on the sink's lock."""
+        local = _LOCAL
+        if local.busy:
+            self._fallback(event_dict, exc)
+            return
+        local.busy = True
+        try:
+            self._fallback(event_dict, exc)
+        finally:
+            local.busy = False
+            if local.deferred:
+                self._drain(local)
+
+    def _fallback(self, event_dict: EventDict, exc: Exception) -> None:
         where = "chain"
         tb = exc.__traceback__
         while tb is not None and tb.tb_next is not None:

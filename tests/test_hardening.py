@@ -702,3 +702,42 @@ class TestConsoleAndLineEscaping:
         assert not UNSAFE & set(raw[:-1]), raw
         assert value == json.loads(raw)["v"]
         read()
+
+
+class _BadKey:
+    """An ``extra`` key whose __str__ raises."""
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+
+class TestOddStdlibRecords:
+    @pytest.mark.parametrize("created", [float("nan"), float("inf"), "x", 10.0**20])
+    def test_bad_created_keeps_level_and_message(
+        self, created: Any, configure_json: Configure
+    ) -> None:
+        """A hand-made record with a bad ``created`` is written at its level with its
+        message (a03ec0c wrote obs_unbridgeable_record at INFO with no body)."""
+        read = configure_json()
+        record = logging.makeLogRecord(
+            {"msg": "job_failed", "levelno": 40, "levelname": "ERROR", "name": "lib"}
+        )
+        record.created = created
+        logging.getLogger("lib").handle(record)
+        (line,) = read()
+        assert ("job_failed", "ERROR", "job_failed") == (
+            line["event"],
+            line["severity_text"],
+            line["body"],
+        )
+
+    def test_extra_key_whose_str_raises(self, configure_json: Configure) -> None:
+        """An ``extra`` key that cannot be turned into text is shown by repr; the record
+        keeps its event and level."""
+        read = configure_json()
+        logging.getLogger("lib").error("job_failed2", extra={_BadKey(): 1})
+        (line,) = read()
+        assert ("job_failed2", "ERROR") == (line["event"], line["severity_text"])

@@ -68,11 +68,17 @@ class TestBridge:
         }
 
     def test_extra_fields_and_event_attribute(self, configure_json: Configure) -> None:
-        """``extra=`` fields become record fields; extra event= names the event."""
+        """``extra=`` fields become record fields; an extra ``event`` cannot rename the
+        record (the template stays the event) and is kept as ``user.event``."""
         read = configure_json()
         logging.getLogger("vllm").info("loaded", extra={"event": "model_loaded", "gb": 14})
         (record,) = read()
-        assert ("model_loaded", "loaded", 14) == (record["event"], record["body"], record["gb"])
+        assert ("loaded", "model_loaded", "loaded", 14) == (
+            record["event"],
+            record["user.event"],
+            record["body"],
+            record["gb"],
+        )
 
     def test_record_time_is_kept(self, configure_json: Configure) -> None:
         """The JSON timestamp is the LogRecord's creation time."""

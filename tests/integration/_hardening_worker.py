@@ -164,6 +164,47 @@ def reconfigure_mode(path: str) -> None:
     print(" ".join(str(c) for c in counts), flush=True)
 
 
+class _Unreadable(logging.LogRecord):
+    """A record whose ``msg`` raises when read (a broken LogRecord subclass)."""
+
+    @property  # type: ignore[override]
+    def msg(self) -> str:
+        raise RuntimeError("unreadable")
+
+    @msg.setter
+    def msg(self, value: object) -> None:
+        self.__dict__["msg"] = value
+
+
+class _SignallingStream:
+    """stderr without a descriptor whose first write raises SIGUSR1 (mid-write)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.writes = real, 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        if self.writes == 1:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        return int(self.real.write(text))
+
+    def flush(self) -> None:
+        self.real.flush()
+
+
+def fallback_signal_mode() -> None:
+    """A signal arrives while obs writes a record through its fallback path; the handler
+    logs. No hang; both records written."""
+    obs.configure(format="json", sdk_disabled=True)
+    log = obs.get_logger("app")
+    signal.signal(signal.SIGUSR1, lambda s, f: log.error("from_signal_handler"))
+    sys.stderr = _SignallingStream(sys.__stderr__)
+    record = _Unreadable("lib", logging.ERROR, __file__, 1, "job_failed", (), None)
+    logging.getLogger("lib").handle(record)
+    sys.stderr.flush()
+    print("done", flush=True)
+
+
 def main() -> None:
     """Run the mode named on the command line."""
     mode, *args = sys.argv[1:]
@@ -174,6 +215,7 @@ def main() -> None:
         "shared_file": shared_file_mode,
         "atexit": atexit_mode,
         "reconfigure": reconfigure_mode,
+        "fallback_signal": fallback_signal_mode,
     }[mode](*args)
 
 

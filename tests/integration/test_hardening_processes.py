@@ -73,6 +73,17 @@ class TestNoHang:
         assert stdlib <= handled <= stdlib + dropped, (handled, stdlib, dropped)
         assert SECRET not in path.read_text() + proc.stderr
 
+    def test_signal_during_a_fallback_write(self) -> None:
+        """A bridged record obs cannot read goes out through the fallback writer; a signal
+        handler that logs during that write is deferred, not blocked on the stream lock
+        (a03ec0c and the first hardening hung here)."""
+        proc = run("fallback_signal", timeout=30)
+        assert (0, "done\n") == (proc.returncode, proc.stdout), proc.stderr[-3000:]
+        records = lines_of(proc.stderr)
+        assert [("job_failed", "ERROR"), ("from_signal_handler", "ERROR")] == [
+            (r["event"], r["severity_text"]) for r in records if r["logger"] in ("lib", "app")
+        ]
+
     def test_finaliser_logging_inside_obs(self, tmp_path: Path) -> None:
         """Finalisers that log run inside obs' own calls (dedup lock, file write): no hang."""
         path = tmp_path / "gc.jsonl"
