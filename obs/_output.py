@@ -17,6 +17,7 @@ from __future__ import annotations
 __all__ = ["FileSink", "Output", "StreamSink"]
 
 import os
+import stat
 import sys
 import threading
 import time
@@ -39,13 +40,14 @@ def _write_all(fd: int, data: bytes) -> None:
 class StreamSink:
     """``sys.stderr``/``sys.stdout`` (looked up per write), one whole line per write."""
 
-    __slots__ = ("_fd", "_lock", "_name", "_stream")
+    __slots__ = ("_fd", "_lock", "_name", "_pipe", "_stream")
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._lock = _STREAM_LOCKS[name]
         self._stream: Any = None
         self._fd = -1
+        self._pipe = False
 
     def stream(self) -> Any:
         """The stream written to now."""
@@ -53,13 +55,28 @@ class StreamSink:
 
     def _fd_of(self, stream: Any) -> int:
         if stream is not self._stream:
-            fd = -1
+            fd, pipe = -1, False
             try:
                 fd = stream.fileno() if hasattr(stream, "buffer") else -1
+                if fd >= 0:
+                    mode = os.fstat(fd).st_mode
+                    pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
             except Exception:
                 fd = -1
-            self._stream, self._fd = stream, fd
+            self._stream, self._fd, self._pipe = stream, fd, pipe
         return self._fd
+
+    def is_pipe(self) -> bool:
+        """True when the stream is a pipe or socket: the kernel keeps a write whole there
+        only up to PIPE_BUF bytes, so longer lines must be cut to stay whole."""
+        try:
+            stream = getattr(sys, self._name)
+            if stream is not self._stream:
+                with self._lock:
+                    self._fd_of(stream)
+            return self._pipe
+        except Exception:
+            return False
 
     def write(self, data: bytes) -> bool:
         """Write one line (bytes, newline included); False when it could not be written."""
@@ -196,6 +213,10 @@ class Output:
                 self.dropped += 1
         except Exception:
             self.dropped += 1
+
+    def stream_is_pipe(self) -> bool:
+        """True when the console stream is a pipe or socket (see StreamSink.is_pipe)."""
+        return self.stream is not None and self.stream.is_pipe()
 
     def flush(self) -> None:
         """Flush the stream's text layer (file writes are unbuffered)."""

@@ -35,9 +35,11 @@ from obs.encode import MAX_KEY, MAX_STR, Redactor, safe_repr, scrub_text, to_jso
 from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import (
     CONTROL_FIELDS,
+    PIPE_LINE_MAX,
     ConsoleRenderer,
     JSONRenderer,
     TimeStamper,
+    fit_line,
     strip_control_keys,
     user_fields,
 )
@@ -457,7 +459,10 @@ class Runtime:
         output = self._output
         if output.json:
             line = _line(event_dict)
-            output.write(line if console else None, line)
+            shown: bytes | None = line if console else None
+            if shown is not None and len(shown) > PIPE_LINE_MAX and output.stream_is_pipe():
+                shown = fit_line(event_dict)  # whole across processes sharing the pipe
+            output.write(shown, line)
         else:
             output.write(
                 self._console(event_dict) if console else None,

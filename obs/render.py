@@ -220,6 +220,38 @@ def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
     return _escape_breaks(orjson.dumps(last, option=option))
 
 
+#: What the kernel writes whole into a pipe or socket shared by several processes
+#: (POSIX PIPE_BUF; 4096 on Linux): a longer line can interleave with another process's.
+PIPE_LINE_MAX = 4096
+
+
+def fit_line(event_dict: EventDict, limit: int = PIPE_LINE_MAX) -> bytes:
+    """The event as one JSON line of at most ``limit`` bytes (newline included): user
+    values shortened, then dropped; control fields kept, a traceback keeping its tail (the
+    exception and the frames nearest to it). ``truncated`` says why the line was cut."""
+    why = f"line cut to {limit} bytes for a shared pipe (PIPE_BUF); OBS_FILE and OTLP keep it whole"
+    for value_limit in (1024, 256, 64):
+        out = _safe_dict(event_dict, value_limit)
+        out["truncated"] = why
+        line = orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE)
+        if len(line) <= limit:
+            return _escape_breaks(line)
+    for keep in (limit // 2, limit // 4, 256, 0):
+        last: dict[str, Any] = {}
+        for key in CONTROL_FIELDS:
+            if key in event_dict:
+                value = _control_value(key, event_dict[key])
+                if isinstance(value, str) and len(value) > keep:
+                    tail = key == "exception.stacktrace"
+                    value = ("..." + value[len(value) - keep :]) if tail else value[:keep] + "..."
+                last[key] = value
+        last["truncated"] = why
+        line = _escape_breaks(orjson.dumps(last, option=orjson.OPT_APPEND_NEWLINE))
+        if len(line) <= limit or keep == 0:
+            return line
+    return line  # pragma: no cover - the loop returns at keep == 0
+
+
 class JSONRenderer:
     """Processor (last in a chain): the event as one JSON line (``str``, no newline)."""
 

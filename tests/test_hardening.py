@@ -741,3 +741,31 @@ class TestOddStdlibRecords:
         logging.getLogger("lib").error("job_failed2", extra={_BadKey(): 1})
         (line,) = read()
         assert ("job_failed2", "ERROR") == (line["event"], line["severity_text"])
+
+
+class TestFitLine:
+    @FAST
+    @given(
+        event=st.text(max_size=300),
+        fields=st.dictionaries(st.text(max_size=40), st.text(max_size=3000), max_size=20),
+        trace=st.text(max_size=20000),
+    )
+    def test_any_event_fits_a_pipe_write(
+        self, event: str, fields: dict[str, str], trace: str
+    ) -> None:
+        """fit_line: one JSON object of at most PIPE_LINE_MAX bytes with its control fields,
+        whatever the record holds."""
+        from obs.render import PIPE_LINE_MAX, fit_line
+
+        ed: dict[str, Any] = {"timestamp": "T", "severity_text": "ERROR", "severity_number": 17}
+        ed |= {"event": event, "logger": "l", "rank": 3, "exception.stacktrace": trace, **fields}
+        line = fit_line(ed)
+        assert len(line) <= PIPE_LINE_MAX
+        record = json.loads(line)
+        assert ("ERROR", 17, 3) == (
+            record["severity_text"],
+            record["severity_number"],
+            record["rank"],
+        )
+        assert isinstance(record["event"], str)
+        assert "PIPE_BUF" in record["truncated"]

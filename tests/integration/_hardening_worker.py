@@ -205,6 +205,16 @@ def fallback_signal_mode() -> None:
     print("done", flush=True)
 
 
+def pipe_big_mode() -> None:
+    """100 records of ~20 KB with a deep traceback, to a stderr shared with other processes."""
+    obs.configure(format="json", sdk_disabled=True)
+    log = obs.get_logger("big")
+    exc = _traceback_text()
+    for i in range(100):
+        log.error("big_record", i=i, pad="x" * 20000, exc_info=exc)
+    obs.shutdown()
+
+
 def main() -> None:
     """Run the mode named on the command line."""
     mode, *args = sys.argv[1:]
@@ -216,6 +226,7 @@ def main() -> None:
         "atexit": atexit_mode,
         "reconfigure": reconfigure_mode,
         "fallback_signal": fallback_signal_mode,
+        "pipe_big": pipe_big_mode,
     }[mode](*args)
 
 
