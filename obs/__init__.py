@@ -67,7 +67,7 @@ def delivery() -> dict[str, Any]:
     return STATE.ensure().delivery()
 
 
-def emit(event: Any, **control: Any) -> None:
+def emit(event: Any, /, **control: Any) -> None:
     """Log a typed event from :mod:`obs.events` at its stage's severity."""
     from obs.events import emit as _emit  # noqa: PLC0415 - the registry loads on first use
 

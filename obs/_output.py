@@ -131,8 +131,10 @@ class FileSink:
         if not os.path.isdir(directory):
             os.makedirs(directory, mode=0o700, exist_ok=True)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags, 0o600)
+        # O_NONBLOCK: opening a FIFO with no reader fails (ENXIO) instead of blocking forever.
+        fd = os.open(self.path, flags | os.O_NONBLOCK, 0o600)
         st = os.fstat(fd)
+        os.set_blocking(fd, True)  # a FIFO with a reader, a file: ordinary writes from now
         if not _is_regular_or_char(st.st_mode):
             os.close(fd)
             raise IsADirectoryError(f"{self.path} is not a regular file")

@@ -18,6 +18,7 @@ __all__ = ["CONTROL_KEYS", "Runtime", "build_output", "enumerate_args"]
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -97,15 +98,71 @@ def _plain_text(value: object) -> str:
     return str(to_jsonable(value)) if isinstance(value, str) else safe_repr(value, 1000)
 
 
-def _format_body(event: object, args: tuple[Any, ...]) -> str:
-    """``event % args`` as stdlib does, or a readable fallback when the format does not fit."""
+#: A %-format width or precision of 1000 or more (or ``*``): formatting it could build a
+#: string of any size, so such a template is shown with its arguments instead.
+_WIDE_FORMAT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d{4,})|%[-#0 +]*\d*\.(?:\*|\d{4,})")
+
+
+class _BoundedArg:
+    """A positional argument that is not a plain number or short str: its ``%s`` / ``%r``
+    text is bounded (reprlib for containers), so a million-item list costs nothing."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def __str__(self) -> str:
+        value = self._value
+        if isinstance(value, (list, tuple, dict, set, frozenset)):
+            return safe_repr(value, 1000)
+        return _safe_text(value)
+
+    def __repr__(self) -> str:
+        return safe_repr(self._value, 1000)
+
+
+def _safe_text(value: object) -> str:
     try:
-        return str(event) % (args[0] if len(args) == 1 and isinstance(args[0], dict) else args)
-    except Exception as exc:
+        text = str(value)
+    except Exception:
+        return safe_repr(value, 1000)
+    return text if type(text) is str and len(text) <= MAX_STR else safe_repr(text, MAX_STR)
+
+
+def _bounded_arg(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (
+            value if type(value) is not int or -(10**300) < value < 10**300 else _BoundedArg(value)
+        )
+    if value is None or type(value) is bool:
+        return value
+    if type(value) is str:
+        return value if len(value) <= MAX_STR else value[:MAX_STR] + "..."
+    if hasattr(type(value), "__index__") or hasattr(type(value), "__float__"):
+        return value  # numpy scalars and the like: %d / %f need the number itself
+    return _BoundedArg(value)
+
+
+def _format_body(event: object, args: tuple[Any, ...]) -> str:
+    """``event % args`` as stdlib does, bounded (each argument's text, the width, the
+    result) and scrubbed of credentials; a readable fallback when the format does not fit."""
+    template = event if type(event) is str else _safe_text(event)
+    try:
+        if len(template) > MAX_STR or _WIDE_FORMAT.search(template):
+            raise ValueError("format too wide")  # noqa: TRY301 - the one fallback below
+        if len(args) == 1 and isinstance(args[0], dict):
+            text = template % {k: _bounded_arg(v) for k, v in list(args[0].items())[:256]}
+        else:
+            text = template % tuple(_bounded_arg(a) for a in args)
+    except Exception as exc:
+        text = (
             f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"
             f" (formatting failed: {type(exc).__name__})"
         )
+    if len(text) > MAX_STR:
+        text = f"{text[:MAX_STR]}...[truncated {len(text) - MAX_STR} chars]"
+    return scrub_text(text)
 
 
 def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
@@ -164,11 +221,13 @@ class Runtime:
         "_console",
         "_drops_reported",
         "_final_stats",
+        "_next_drop_report",
         "_output",
         "_reported",
         "captures",
         "closed",
         "deduper",
+        "drops_due",
         "export_level",
         "level",
         "policy",
@@ -202,6 +261,9 @@ class Runtime:
         self.reentrant_dropped = 0
         self.unexported_after_shutdown = 0
         self._drops_reported: dict[str, int] = {}
+        #: Set when something was counted as dropped; reported after a write, once a second.
+        self.drops_due = False
+        self._next_drop_report = 0.0
         self.closed = False
         self._output = output or build_output(settings, self.resolver.current())
         self._console: Callable[[EventDict], bytes] = (
@@ -445,6 +507,12 @@ class Runtime:
             self._fallback_write(event_dict, exc)
         if self.deduper.summary_due or self.deduper.capacity_reached:
             self._emit_summaries()
+        elif self.drops_due:
+            now = time.monotonic()
+            if now >= self._next_drop_report:  # a storm of drops: one report a second
+                self._next_drop_report = now + 1.0
+                self.drops_due = False
+                self._report_drops()
 
     def _write(self, event_dict: EventDict) -> None:
         console = event_dict.pop("_obs_console", True)
@@ -468,6 +536,8 @@ class Runtime:
                 self._console(event_dict) if console else None,
                 _line(event_dict) if output.file is not None else None,
             )
+        if output.dropped and output.dropped != self._drops_reported.get("write_failed"):
+            self.drops_due = True  # a sink failed: say so (rate-limited) where it still works
 
     def log_record(self, record: logging.LogRecord, *, export: bool = True) -> None:
         """Run a stdlib ``LogRecord`` through the same chain (the bridge's entry).
@@ -518,13 +588,11 @@ class Runtime:
         event = msg if isinstance(msg, str) else safe_repr(msg, 200)
         if len(event) > MAX_STR:
             event = _plain_text(event)
-        try:
-            body = record.getMessage()
-        except Exception as exc:
-            body = (
-                f"{safe_repr(msg, 1000)} % {safe_repr(record.args, 1000)}"
-                f" (formatting failed: {type(exc).__name__})"
-            )
+        args = record.args
+        if args:  # as getMessage() does, bounded and scrubbed
+            body = _format_body(msg, args if isinstance(args, tuple) else (args,))
+        else:
+            body = msg if type(msg) is str else _safe_text(msg)
         ed: EventDict = {
             "timestamp": None,
             "severity_text": None,
@@ -564,7 +632,7 @@ class Runtime:
         deferred = local.deferred
         if len(deferred) >= _MAX_DEFERRED:
             self.reentrant_dropped += 1
-            self.deduper.summary_due = True  # reported with the next summaries
+            self.drops_due = True  # reported after the next write (rate-limited)
             return
         try:
             if "code.file.path" not in event_dict:
@@ -590,7 +658,7 @@ class Runtime:
                     runtime, method, event_dict, gen = deferred.pop(0)
                     if gen >= 2:
                         runtime.reentrant_dropped += 1
-                        runtime.deduper.summary_due = True  # reported with the summaries
+                        runtime.drops_due = True  # reported after the next write
                         continue
                     local.gen = gen + 1
                     runtime._process(method, event_dict)
@@ -701,6 +769,7 @@ class Runtime:
                 self._drain(local)
 
     def _emit_summaries(self) -> None:
+        self.drops_due = False
         self._report_drops()
         deduper = self.deduper
         if deduper.capacity_reached:
@@ -714,6 +783,7 @@ class Runtime:
         for summary in deduper.drain():
             level = summary.pop("_obs_level") or logging.WARNING
             logger = summary.pop("_obs_logger") or "obs"
+            summary["original_event"] = scrub_text(str(summary["original_event"]))
             summary["body"] = (
                 f"{summary['original_event']} repeated {summary['suppressed_count']} more times"
             )

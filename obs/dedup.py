@@ -31,7 +31,7 @@ from typing import Any, Literal
 from structlog import DropEvent
 from structlog.typing import EventDict, WrappedLogger
 
-from obs.encode import REDACTED, is_secret_key, safe_repr, to_jsonable
+from obs.encode import REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 
 Key = tuple[Any, ...]
 OVERFLOW_KEY = "<overflow>"
@@ -190,6 +190,7 @@ def key_text(key: Key) -> str:
     if len(rest) % 2:
         pairs.append(str(rest[-1]))
     text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
+    text = scrub_text(text if len(text) <= 600 else text[:600])  # URL passwords, bearer
     return text if len(text) <= 300 else text[:300] + "..."
 
 

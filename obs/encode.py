@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 import dataclasses
+import functools
 import itertools
 import re
 import reprlib
@@ -73,11 +74,16 @@ SECRET_WORDS: frozenset[str] = frozenset(
         "sessiontoken",
         "xapikey",
         "setcookie",
+        "sessionid",
+        "csrftoken",
+        "pwd",
+        "jwt",
+        "dsn",
     }
 )
 #: ... or whose last word is one of these (``hf_token``, ``otlp_headers``, ``basic_auth``),
 #: so ``max_token_num`` or ``num_tokens`` stay readable.
-SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth"})
+SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth", "pass"})
 #: ... or that has one of these adjacent word pairs (``X-Api-Key``, ``privateKey``).
 SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
     {
@@ -90,6 +96,10 @@ SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
         ("client", "key"),
         ("ssh", "key"),
         ("session", "id"),
+        ("session", "key"),
+        ("api", "keys"),
+        ("private", "keys"),
+        ("access", "keys"),
     }
 )
 #: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
@@ -109,7 +119,18 @@ _SCALARS = (str, bool, int, float, type(None))
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 #: ``scheme://user:password@host``: the password part of a URL's userinfo.
-_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
+#: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
+#: the token (a password may hold ``@`` or ``/``), so none of it is left behind.
+_URL_PASSWORD = re.compile(r"(?i)((?:[a-z][a-z0-9+.-]*://)?[^\s/:@'\"<>()]*:)(?!//)[^\s'\"<>]*@")
+#: ``name=value`` / ``name: value`` pairs in text (reprs of Namespace-like objects, a
+#: formatted message); the name decides, through :func:`is_secret_key`.
+_TEXT_PAIR = re.compile(
+    r"(?<![\w.-])([A-Za-z_][\w.-]{0,255})(['\"]?[ \t]*[=:][ \t]*)"
+    r"('[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
+)
+#: Words one of which a secret-named key holds (a cheap test before the pair scan).
+_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
+                 "session", "jwt", "dsn", "bearer")  # fmt: skip
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{6,}")
 
 
@@ -142,21 +163,43 @@ def is_secret_key(key: object) -> bool:
     if hit is None:
         low = key[:MAX_KEY].lower()
         hit = any(p in low for p in _SECRET_PARTS) or _secret_words(key_words(key))
+        if not hit and len(key) > MAX_KEY:  # a long name: its end decides too
+            tail = key[-MAX_KEY:]
+            hit = any(p in tail.lower() for p in _SECRET_PARTS) or _secret_words(key_words(tail))
         if len(_SECRET_CACHE) < 8192 and len(key) <= MAX_KEY:
             _SECRET_CACHE[key] = hit
     return hit
 
 
 def scrub_text(text: str) -> str:
-    """``text`` with URL passwords and bearer/basic credentials replaced by ``[REDACTED]``.
+    """``text`` with URL passwords, bearer/basic credentials and the values of
+    secret-named ``name=value`` pairs replaced by ``[REDACTED]``.
 
-    For obs' own messages and exception text, which may quote an endpoint or a header.
+    For obs' own messages, summaries, exception text and the reprs of objects obs cannot
+    walk, which may quote an endpoint, a header or a ``Namespace(hf_token=...)``.
     """
     if "@" in text:
         text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
     if "earer" in text or "asic" in text:
         text = _BEARER.sub(rf"\1 {REDACTED}", text)
+    if "=" in text or ":" in text:
+        low = text.lower()
+        if any(hint in low for hint in _SECRET_HINTS):
+            text = _TEXT_PAIR.sub(_redact_pair, text)
     return text
+
+
+@functools.lru_cache(maxsize=2048)
+def _secret_name(name: str) -> bool:
+    """:func:`is_secret_key` for names met in text, cached (names repeat, and are bounded)."""
+    return is_secret_key(name)
+
+
+def _redact_pair(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if not _secret_name(name) or match.group(3) == REDACTED:
+        return match.group(0)
+    return f"{name}{match.group(2)}{REDACTED}"
 
 
 _PLAIN_TYPES = frozenset(_SCALARS)
@@ -250,7 +293,11 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
     except Exception as exc:  # a broken __repr__
         text = f"<unrepresentable {type(obj).__qualname__} object: {type(exc).__name__}>"
     try:
-        return _plain_str(text, limit)
+        size = len(text)
+        head = scrub_text(text[: limit + 64])  # what is shown, and a little past the cut
+        if size <= limit and len(head) <= limit:
+            return _plain_str(head, limit)
+        return f"{_plain_str(head[:limit], limit)}...[truncated {size - limit} chars]"
     except Exception:
         return f"<unrepresentable {type(obj).__qualname__} object>"
 
@@ -364,7 +411,8 @@ class _Walk:
                 out["..."] = f"{_more(obj, i)} more items"
                 break
             key = _plain_str(k, MAX_KEY) if isinstance(k, str) else _safe_str(k, MAX_KEY)
-            out[key] = REDACTED if is_secret_key(key) else self.value(v, depth + 1)
+            secret = is_secret_key(k if type(k) is str else key)  # a long name's end too
+            out[key] = REDACTED if secret else self.value(v, depth + 1)
         return out
 
     def sequence(self, obj: Any, depth: int) -> list[Any]:
@@ -567,7 +615,7 @@ class Redactor:
                 if type(key) is not str or len(key) > MAX_KEY:  # a field name is bounded too
                     name = _safe_str(key, MAX_KEY)
                     event_dict[name] = event_dict.pop(key)
-                if self.is_secret(name):
+                if self.is_secret(key if type(key) is str else name):  # a long name's end too
                     event_dict[name] = REDACTED
                 elif len(self._safe) < 4096:
                     self._safe.add(name)

@@ -31,4 +31,9 @@ def _shown(variable: str, value: object) -> object:
 
     if is_secret_key(variable):
         return REDACTED
+    if isinstance(value, str) and "@" in value and "endpoint" in variable.lower():
+        # A URL that was refused may be malformed anywhere: all before its last "@" goes.
+        scheme, sep, _ = value.partition("://")
+        head = f"{scheme}{sep}" if sep and "@" not in scheme else ""
+        return f"{head}{REDACTED}@{value.rsplit('@', 1)[1]}"
     return scrub_text(value) if isinstance(value, str) else value

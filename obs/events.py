@@ -390,15 +390,18 @@ def _event_schema(cls: type[Event]) -> dict[str, Any]:
 REGISTRY = EventRegistry()
 
 
-def emit(event: Event, *, logger: str | None = None, **control: Any) -> None:
+def emit(event: Event, /, *, logger: str | None = None, **control: Any) -> None:
     """Log a typed event at its level, with ``stage``, ``body`` and its fields.
 
     ``control`` (scope, once, once_key, every_n, every_seconds, exc_info, ...) goes to the
     logger as is; ``once=True`` without ``once_key`` keys on the event's ``identity``
-    fields. Never raises: a failure is reported as ``obs_internal_error``.
+    fields. The event class owns its name, stage and fields: a keyword naming one of them
+    (``stage="recovered"`` on a terminal failure) is kept as ``user.<name>``, never
+    overrides. Never raises: a failure is reported as ``obs_internal_error``.
     """
     try:
         import obs  # noqa: PLC0415 - obs imports this module lazily; no import cycle
+        from obs.render import CONTROL_FIELDS  # noqa: PLC0415
 
         cls = type(event)
         fields = event.fields()
@@ -407,7 +410,10 @@ def emit(event: Event, *, logger: str | None = None, **control: Any) -> None:
         if cls.stage is not None:
             fields["stage"] = cls.stage
         fields.setdefault("body", event.body())
-        fields.update(control)
+        owned = set(fields) | set(CONTROL_FIELDS)
+        owned.discard("body")  # a caller may word the message
+        for key, value in control.items():
+            fields[f"user.{key}" if key in owned else key] = value
         obs.get_logger(logger or "obs.events").log(cls.level, cls.name, **fields)
     except Exception as exc:
         _report_emit_failure(event, exc)

@@ -50,7 +50,7 @@ Classifier = Callable[[BaseException], str]
 class Emitter(Protocol):
     """What the runner calls to emit an event (``obs.events.emit`` by default)."""
 
-    def __call__(self, event: Event, *, logger: str | None = None, **control: Any) -> None: ...
+    def __call__(self, event: Event, /, *, logger: str | None = None, **control: Any) -> None: ...
 
 
 def classify_default(exc: BaseException) -> str:

@@ -13,6 +13,8 @@ import dataclasses
 import logging
 import math
 import os
+import re
+import stat
 import string
 import tempfile
 from collections.abc import Callable, Mapping
@@ -239,6 +241,8 @@ def _pem_file(name: str, raw: object) -> str:
     """A readable PEM file (CA bundle, client key or certificate), checked now."""
     path = _text(name, raw)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read forever
+            raise IsADirectoryError(path)
         with open(path, "rb") as f:
             head = f.read(1 << 20)
     except (OSError, ValueError) as exc:
@@ -299,13 +303,22 @@ def _file_template(name: str, raw: object) -> str:
     accepted = "a file path; placeholders allowed: " + ", ".join(f"{{{f}}}" for f in FILE_FIELDS)
     try:
         fields = [(f, s, c) for _, f, s, c in string.Formatter().parse(text) if f is not None]
-        plain = all(f in FILE_FIELDS and not c and "{" not in (s or "") for f, s, c in fields)
+        plain = all(
+            f in FILE_FIELDS and not c and "{" not in (s or "") and _small_spec(s or "")
+            for f, s, c in fields
+        )
         text.format(**_FILE_SAMPLE)
     except Exception:
         plain = False
     if not plain:
         raise ConfigError(name, raw, accepted)
     return text
+
+
+def _small_spec(spec: str) -> bool:
+    """A format spec without a width or precision over 64 (``{rank:>999999999}`` would
+    build a path of any size)."""
+    return all(int(n) <= 64 for n in re.findall(r"\d+", spec))
 
 
 def _url(name: str, raw: object) -> str:

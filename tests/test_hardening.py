@@ -769,3 +769,111 @@ class TestFitLine:
         )
         assert isinstance(record["event"], str)
         assert "PIPE_BUF" in record["truncated"]
+
+
+class TestAdversarialRound2:
+    """Found by an independent adversarial pass after the first hardening commit."""
+
+    def test_summary_dedup_key_scrubbed(self, configure_json: Configure) -> None:
+        """URL passwords and bearer tokens in once-keyed values never reach a summary."""
+        read = configure_json()
+        log = obs.get_logger("s")
+        for _ in range(3):
+            log.warning_once("bear", hdr=f"Bearer {SECRET}a")
+            log.warning_once(f"http://u:{SECRET}@h/x")
+            log.warning_once("f", v={"u": f"http://u:{SECRET}@h"})
+            log.warning_once("wo4 %s", f"http://u:{SECRET}@h")
+        obs.flush()
+        summaries = [r for r in read() if r["event"] == "log_repeats_suppressed"]
+        assert 4 == len(summaries)
+        assert SECRET not in json.dumps(summaries)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            f"http://user:p@ss{SECRET}@127.0.0.1:9",
+            f"exporting logs to user:{SECRET}@127.0.0.1:9",
+            f"http://user:{SECRET}/x@h:9",
+            f"Namespace(model='llama', hf_token='{SECRET}')",
+            f"password: {SECRET}, x=1",
+            f'{{"api_key": "{SECRET}"}}',
+        ],
+    )
+    def test_scrub_text(self, text: str) -> None:
+        """Credentials in text: URL userinfo with or without a scheme, passwords holding
+        ``@`` or ``/``, secret-named ``name=value`` pairs."""
+        from obs.encode import scrub_text
+
+        assert SECRET not in scrub_text(text)
+
+    @pytest.mark.parametrize(
+        "url",
+        [f"user:{SECRET}@127.0.0.1:9", f"http://us er:{SECRET}@h:9", f"http://user:{SECRET} @h:9"],
+    )
+    def test_refused_endpoint_never_quoted(self, url: str) -> None:
+        """A refused endpoint URL's password is not in the ConfigError."""
+        with pytest.raises(ConfigError) as info:
+            obs.configure(otlp_endpoint=url, logs_exporter="otlp")
+        assert SECRET not in str(info.value)
+
+    def test_namespace_args_and_long_keys(self, configure_json: Configure) -> None:
+        """argparse/SimpleNamespace values and %s-formatted bodies are scrubbed; a long
+        key's end decides whether it is secret."""
+        import argparse
+        import types
+
+        read = configure_json()
+        args = argparse.Namespace(model="llama", hf_token=SECRET, api_key=SECRET)
+        log = obs.get_logger("app")
+        log.info("args_parsed", args=args, ns=types.SimpleNamespace(password=SECRET))
+        log.info("args_parsed %s", args)
+        log.info("long", **{"x" * 300 + "_token": SECRET, "a" * 255 + "_api_key": SECRET})
+        text = json.dumps(read())
+        assert "args_parsed" in text
+        assert SECRET not in text
+
+    def test_emit_owns_its_stage_and_name(self, configure_json: Configure) -> None:
+        """obs.emit: a stage= or field keyword never overrides the event class (a terminal
+        failure stays an ERROR with outcome=failure); event= never raises."""
+        from obs.events import WorkspaceTerminalFailure
+
+        read = configure_json()
+        ev = WorkspaceTerminalFailure(
+            chain="fi_ar", backends_tried="mnnvl", reasons="x", last_error_type="E",
+            last_error_message="m", hint="h", backends_skipped="", skip_reasons="",
+            duration_ms=1.0,
+        )  # fmt: skip
+        obs.emit(ev, stage="attempt")
+        obs.emit(ev, stage="recovered", chain="forged")
+        obs.emit(ev, event="x")
+        records = read()
+        assert 3 == len(records)
+        for r in records:
+            assert (r["event"], r["severity_text"], r["stage"], r["outcome"], r["chain"]) == (
+                "workspace_terminal_failure", "ERROR", "terminal_failure", "failure", "fi_ar"
+            )  # fmt: skip
+
+    @pytest.mark.parametrize(
+        ("template", "arg"),
+        [("seen %s", list(range(10**6))), ("e %s", "x" * 5_000_000), ("e %100000000s", "x")],
+    )
+    def test_positional_args_are_bounded(
+        self, template: str, arg: Any, configure_json: Configure
+    ) -> None:
+        """A huge positional argument or width never builds a huge body (the line stays
+        bounded, the event intact)."""
+        read = configure_json()
+        for _ in range(2):
+            obs.get_logger("t").warning_once(template, arg)
+        (record,) = read()
+        assert template == record["event"]
+        assert len(json.dumps(record)) < 64 * 1024
+
+    def test_fifo_and_huge_placeholder_are_config_errors(self, tmp_path: Path) -> None:
+        """OBS_FILE naming a FIFO with no reader, or a placeholder with a huge width, is a
+        ConfigError at once (they hung)."""
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        for path in (str(fifo), str(tmp_path / "{rank:>999999999}")):
+            with pytest.raises(ConfigError, match="file"):
+                obs.configure(sdk_disabled=True, file=path)
