@@ -25,6 +25,7 @@ from __future__ import annotations
 __all__ = ["ExportSink", "build_export_sink", "build_exporter", "in_export_thread"]
 
 import atexit
+import base64
 import contextlib
 import json
 import logging
@@ -36,7 +37,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import LogRecord, SeverityNumber, get_logger_provider
@@ -55,7 +56,7 @@ from structlog.typing import EventDict, WrappedLogger
 
 from obs._export_queue import LEVEL_NAMES, WARNING_CLASS, SeverityQueue, level_class
 from obs._spool import Spool
-from obs.encode import format_exception, safe_repr, to_otel_value
+from obs.encode import format_exception, safe_repr, scrub_text, to_otel_value
 from obs.errors import ConfigError
 from obs.otlp_wire import Encoder
 from obs.rank import RankInfo, RankResolver
@@ -466,6 +467,32 @@ def _quietly(fn: Callable[[], object]) -> None:
         fn()
 
 
+def endpoint_text(url: str | None) -> str:
+    """``url`` for messages: without its user info (a password or token), scrubbed."""
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            netloc = parts.netloc.rsplit("@", 1)[-1]
+            url = urlunsplit(parts._replace(netloc=f"[REDACTED]@{netloc}"))
+    except ValueError:
+        return "[unparsable endpoint]"
+    return scrub_text(url)
+
+
+def _split_userinfo(url: str) -> tuple[str, str]:
+    """``url`` without user info, and that user info as a Basic ``authorization`` value:
+    gRPC targets cannot carry it (the channel fails, and the SDK logs the target)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, ""
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    userinfo = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    basic = "Basic " + base64.b64encode(userinfo.encode()).decode()
+    return urlunsplit(parts._replace(netloc=netloc)), basic
+
+
 def _read_pem(path: str | None, field: str) -> bytes | None:
     if path is None:
         return None
@@ -496,6 +523,10 @@ def build_exporter(settings: Settings) -> LogRecordExporter:
         )
 
         url = url or "http://localhost:4317"
+        headers = {k.lower(): v for k, v in settings.otlp_headers.items()}
+        url, basic = _split_userinfo(url)
+        if basic and "authorization" not in headers:
+            headers["authorization"] = basic
         scheme = urlparse(url).scheme
         secure = scheme == "https" or (scheme != "http" and ca is not None)
         credentials = grpc.ssl_channel_credentials(ca, key, cert) if secure else None
@@ -504,7 +535,7 @@ def build_exporter(settings: Settings) -> LogRecordExporter:
             insecure=not secure,
             credentials=credentials,
             # gRPC metadata keys must be lower case or every call fails
-            headers={k.lower(): v for k, v in settings.otlp_headers.items()} or None,
+            headers=headers or None,
             timeout=timeout,
             compression=grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression,
             channel_options=_GRPC_RECONNECT,
@@ -776,7 +807,7 @@ class ExportSink:
     def _note(self, where: str, exc: BaseException) -> None:
         """Remember an internal failure; the export thread reports it (once per kind)."""
         with contextlib.suppress(Exception):
-            self._notes.append((where, type(exc).__name__, safe_repr(exc, 1000)))
+            self._notes.append((where, type(exc).__name__, scrub_text(safe_repr(exc, 1000))))
 
     # -- disposal: spool WARNING+, count the rest ----------------------------------------
 
@@ -962,7 +993,7 @@ class ExportSink:
             self._give_up = True
 
     def _failure_text(self) -> str:
-        target = self._settings.otlp_logs_url or self.mode
+        target = endpoint_text(self._settings.otlp_logs_url) or self.mode
         return (
             f"OTLP export to {target} failed; WARNING+ records are spooled to "
             f"{self._settings.spool_dir} and replayed when it is reachable again"
@@ -1011,6 +1042,18 @@ class ExportSink:
             if result is not None:
                 self._counters.replayed += result.replayed
                 self._counters.spool_corrupt += result.corrupt
+                if result.refused:
+                    self._notes.append(
+                        (
+                            "otel_spool",
+                            "SpoolFileRefused",
+                            scrub_text(
+                                f"{result.refused} spool file(s) in {self._spool.directory} "
+                                "not owned by this uid or accessible to others were set "
+                                "aside (refused.*) and not replayed"
+                            ),
+                        )
+                    )
                 if not result.failed and not result.skipped and self._spool.pending():
                     self._replay_due = True  # stopped early to serve the queue
             self._cond.notify_all()
