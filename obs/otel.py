@@ -55,6 +55,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from structlog.typing import EventDict, WrappedLogger
 
 from obs._export_queue import LEVEL_NAMES, WARNING_CLASS, SeverityQueue, level_class
+from obs._otlp_outcome import Outcome, install_grpc_probe, install_http_probe
 from obs._spool import Spool
 from obs.encode import format_exception, safe_repr, scrub_text, to_otel_value
 from obs.errors import ConfigError
@@ -317,7 +318,7 @@ def resource_attributes(settings: Settings, info: RankInfo) -> dict[str, Any]:
 class _Transport(Protocol):
     """Where batches go: an SDK exporter or an application's LoggerProvider."""
 
-    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool: ...
+    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome: ...
     def interrupt(self) -> None: ...
     def close(self, timeout: float) -> None: ...
 
@@ -358,7 +359,7 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
             if getattr(exporter, "_shutdown", False):
                 return False
             if isinstance(limit, int) and 0 < limit < len(data):
-                raise ValueError(f"OTLP request of {len(data)} bytes exceeds {limit}")
+                raise _RequestTooLarge(f"OTLP request of {len(data)} bytes exceeds {limit}")
             success = getattr(client.export(data), "success", None)  # type: ignore[union-attr]
             if not isinstance(success, bool):
                 raise _WireUnsupported("the SDK HTTP client answered without .success")
@@ -381,6 +382,10 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
     return None
 
 
+class _RequestTooLarge(ValueError):
+    """The encoded request is over the exporter's own size limit: split the batch."""
+
+
 class _WireUnsupported(TypeError):
     """This SDK's exporter internals are not the ones obs.otlp_wire was written against."""
 
@@ -401,7 +406,7 @@ def _takes_data(client: object) -> bool:
 class _ExporterTransport:
     """An SDK ``LogRecordExporter`` driven synchronously from the export thread."""
 
-    __slots__ = ("_encoder", "_send_bytes", "_set_timeout", "exporter", "wire")
+    __slots__ = ("_box", "_encoder", "_send_bytes", "_set_timeout", "exporter", "wire")
 
     def __init__(self, exporter: LogRecordExporter) -> None:
         self.exporter = exporter
@@ -410,17 +415,34 @@ class _ExporterTransport:
         self._send_bytes = _wire_path(exporter, self._encoder)
         #: True when requests are encoded by obs.otlp_wire (the SDK OTLP exporters).
         self.wire = self._send_bytes is not None or "_translate_data" in vars(exporter)
+        module = type(exporter).__module__
+        self._box = None
+        if module.startswith("opentelemetry.exporter.otlp.proto.http"):
+            self._box = install_http_probe(exporter)
+        elif module.startswith("opentelemetry.exporter.otlp.proto.grpc"):
+            self._box = install_grpc_probe(exporter)
 
-    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool:
+    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if self._set_timeout is not None:
             self._set_timeout(max(timeout, 0.01))
+        box = self._box
+        if box is not None:
+            box.answer = None
+        ok: bool | None = None
         if self._send_bytes is not None:
             try:
-                return self._send_bytes(self._encoder.request(batch))
+                ok = self._send_bytes(self._encoder.request(batch))
+            except _RequestTooLarge as exc:
+                return Outcome(ok=False, too_large=True, message=str(exc))
             except _WireUnsupported:  # from now on the exporter encodes and sends itself
                 self._send_bytes = None  # (this batch may arrive twice: log.record.uid)
                 self.wire = False
-        return self.exporter.export(batch) is LogRecordExportResult.SUCCESS
+        if ok is None:
+            ok = self.exporter.export(batch) is LogRecordExportResult.SUCCESS
+        answer = box.answer if box is not None else None
+        if answer is None or answer.ok != ok:
+            return Outcome(ok=ok)
+        return answer
 
     def interrupt(self) -> None:
         """Abort an export in its retry sleep (the exporter is unusable afterwards)."""
@@ -440,10 +462,10 @@ class _ProviderTransport:
         self._provider = provider
         self._logger = provider.get_logger(_SCOPE.name, _SCOPE.version)
 
-    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool:
+    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         for record in batch:
             self._logger.emit(record.log_record)
-        return True
+        return Outcome(ok=True)
 
     def interrupt(self) -> None:
         return
@@ -603,7 +625,9 @@ class _Counters:
         self.pending_drops: dict[str, dict[str, int]] = {}  # ... not yet reported
 
     def drop(self, reason: str, cls: int, n: int = 1) -> None:
-        name = LEVEL_NAMES[cls]
+        self.drop_named(reason, LEVEL_NAMES[cls], n)
+
+    def drop_named(self, reason: str, name: str, n: int = 1) -> None:
         for table in (self.dropped, self.pending_drops):
             per_level = table.setdefault(reason, {})
             per_level[name] = per_level.get(name, 0) + n
@@ -644,6 +668,7 @@ class ExportSink:
         "_give_up",
         "_inflight",
         "_last_drop_report",
+        "_last_reject_message",
         "_last_replay_check",
         "_lock",
         "_make_transport",
@@ -754,6 +779,7 @@ class ExportSink:
         self._replay_busy = False
         self._last_replay_check = 0.0
         self._last_drop_report = time.monotonic()
+        self._last_reject_message = ""
         self._next_due = time.monotonic() + self._settings.blrp_schedule_delay_ms / 1000.0
 
     def _after_fork_in_child(self) -> None:
@@ -955,15 +981,16 @@ class ExportSink:
                 self._note("otel_encode", exc)
                 with self._lock:
                     self._counters.drop("encode_error", cls)
-        ok = self._send([r for _, r in records], timeout)
+        delivered, undelivered = self._deliver(records, timeout)
+        records = undelivered
         now = time.monotonic()
         with self._cond:
             if self._abandoned:
                 return  # shutdown gave up on us and disposed of this batch itself
             self._inflight = None
             was_down = self._down
-            if ok:
-                self._counters.exported += len(records)
+            self._counters.exported += delivered
+            if not undelivered:
                 self._backoff = 0.0
                 self._backoff_until = 0.0
                 self._down = False
@@ -999,17 +1026,66 @@ class ExportSink:
             f"{self._settings.spool_dir} and replayed when it is reachable again"
         )
 
-    def _send(self, records: Sequence[ReadableLogRecord], timeout: float) -> bool:
+    def _send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
-            return True
+            return Outcome(ok=True)
         transport = self._transport
         if transport is None:
-            return False
+            return Outcome(ok=False)
         try:
             return transport.export(records, timeout)
         except Exception as exc:
             self._note("otel_export", exc)
-            return False
+            return Outcome(ok=False)
+
+    def _deliver(
+        self, records: list[tuple[int, ReadableLogRecord]], timeout: float
+    ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
+        """Send ``records`` (class, record); a request too large is split in halves, a
+        permanent rejection is narrowed down by halves to the records the collector
+        refuses, which are given up and counted ``rejected`` (so a poisoned record never
+        blocks the ones behind it). Returns (records the collector took, records left
+        undelivered by a transient failure: the collector is down or the budget is spent).
+        """
+        deadline = time.monotonic() + max(timeout, 0.05) * 2
+        parts = [records] if records else []
+        delivered = 0
+        while parts:
+            part = parts.pop()
+            if time.monotonic() > deadline and part is not records:
+                return delivered, [r for p in [*parts, part] for r in p]
+            outcome = self._send([r for _, r in part], timeout)
+            if outcome.ok:
+                delivered += len(part) - min(outcome.rejected, len(part))
+                if outcome.rejected:
+                    self._reject(part, min(outcome.rejected, len(part)), outcome.message)
+                continue
+            if not (outcome.too_large or outcome.permanent):
+                return delivered, [r for p in [*parts, part] for r in p]
+            if len(part) > 1:
+                mid = len(part) // 2
+                parts.append(part[mid:])
+                parts.append(part[:mid])
+                continue
+            self._reject(part, 1, outcome.message or "rejected by the collector")
+        return delivered, []
+
+    def _reject(self, part: list[tuple[int, ReadableLogRecord]], n: int, message: str) -> None:
+        """Count ``n`` records of ``part`` as given up for good (the collector refused them);
+        their level is known unless a partial success rejected some of a mixed batch."""
+        classes = {cls for cls, _ in part}
+        level = LEVEL_NAMES[classes.pop()] if len(classes) == 1 else "UNKNOWN"
+        with self._lock:
+            self._counters.drop_named("rejected", level, n)
+            self._last_reject_message = message
+        if (("otel_export", "Rejected")) not in self._reported:
+            self._notes.append(
+                (
+                    "otel_export",
+                    "Rejected",
+                    scrub_text(f"the collector rejected {n} log record(s) for good: {message}"),
+                )
+            )
 
     def _replay(self, timeout: float) -> None:
         """Replay the spool through the transport (another process may hold the lock)."""
@@ -1018,11 +1094,13 @@ class ExportSink:
             records = []
             for doc in docs:
                 try:
-                    records.append(self._builder.from_spool(doc))
+                    cls = doc.get("cls")
+                    cls = cls if type(cls) is int and 0 <= cls < len(LEVEL_NAMES) else 3
+                    records.append((cls, self._builder.from_spool(doc)))
                 except Exception:
                     with self._lock:
                         self._counters.spool_corrupt += 1
-            ok = self._send(records, timeout)
+            ok = not self._deliver(records, timeout)[1]
             if not ok:
                 with self._cond:
                     self._counters.failed_exports += 1
@@ -1092,12 +1170,14 @@ class ExportSink:
             self._last_drop_report = now
         for reason, per_level in sorted(pending.items()):
             total = sum(per_level.values())
+            extra = {"collector_message": self._last_reject_message} if reason == "rejected" else {}
             self._call_report(
                 "obs_records_dropped",
                 logging.WARNING,
                 dropped=dict(per_level),
                 reason=reason,
                 body=f"{total} log records were not exported ({reason})",
+                **extra,
             )
 
     def _call_report(self, event: str, level: int, **fields: Any) -> None:
