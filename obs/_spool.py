@@ -179,22 +179,30 @@ class Spool:
             total += self._stat(_REPLAY).st_size - self._read_offset()
         return total
 
-    def append(self, records: Sequence[dict[str, Any]]) -> int:
-        """Append records as JSON lines; return how many fit (the rest are refused)."""
+    @property
+    def reserve(self) -> int:
+        """Bytes of ``max_bytes`` kept for obs' own loss reports (``reserved=True``), so the
+        count of what a full spool refused is never itself refused."""
+        return min(64 * 1024, self.max_bytes // 8)
+
+    def append(self, records: Sequence[dict[str, Any]], *, reserved: bool = False) -> int:
+        """Append records as JSON lines; return how many fit (the rest are refused).
+        ``reserved`` lines may use the :attr:`reserve`; others stop short of it."""
         if not records:
             return 0
         lines = [
             json.dumps(r, separators=(",", ":"), default=str).encode() + b"\n" for r in records
         ]
-        return self.append_lines(lines)
+        return self.append_lines(lines, reserved=reserved)
 
-    def append_lines(self, lines: Sequence[bytes]) -> int:
+    def append_lines(self, lines: Sequence[bytes], *, reserved: bool = False) -> int:
         """Append already encoded lines (each ending in a newline); return how many fit."""
+        limit = self.max_bytes if reserved else self.max_bytes - self.reserve
         with self._locked_spool() as fd:
             used = os.fstat(fd).st_size
             with contextlib.suppress(OSError):
                 used += self._stat(_REPLAY).st_size - self._read_offset()
-            room = self.max_bytes - used
+            room = limit - used
             chunk: list[bytes] = []
             for line in lines:
                 if len(line) > room:

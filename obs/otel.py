@@ -84,6 +84,9 @@ _SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
 _MAX_BACKOFF = 5.0
 _PROBE_TIMEOUT = 1.0  # one export attempt at shutdown when the collector was just down
 _REPLAY_CHECK_INTERVAL = 1.0
+#: obs' own reports of loss: spooled into the spool's reserve, so they survive a full spool.
+_LOSS_REPORTS = frozenset({"obs_records_dropped", "obs_internal_error"})
+_DISPOSE_CHUNK = 256  # records spooled per step at shutdown (what shutdown can take over)
 #: gRPC's default reconnect backoff (1 s, growing to 120 s) would keep a channel failing
 #: fast long after the collector is back; ours retries its own way (see _MAX_BACKOFF).
 _GRPC_RECONNECT: Any = (
@@ -841,6 +844,8 @@ class ExportSink:
         """Records that will not be exported now: spool WARNING+, count the rest dropped."""
         lines: list[dict[str, Any]] = []
         classes: list[int] = []
+        own: list[dict[str, Any]] = []  # obs' loss reports: may use the spool's reserve
+        own_classes: list[int] = []
         dropped: list[tuple[str, int]] = []
         for cls, payload in victims:
             if cls < WARNING_CLASS:
@@ -852,24 +857,46 @@ class ExportSink:
                     if isinstance(payload, ReadableLogRecord)
                     else self._builder.build(payload, cls)
                 )
-                lines.append(_RecordBuilder.to_spool(record, cls))
-                classes.append(cls)
+                line = _RecordBuilder.to_spool(record, cls)
+                if line["name"] in _LOSS_REPORTS:
+                    own.append(line)
+                    own_classes.append(cls)
+                else:
+                    lines.append(line)
+                    classes.append(cls)
             except Exception as exc:
                 self._note("otel_encode", exc)
                 dropped.append(("encode_error", cls))
         written = 0
-        if lines:
-            why = "spool_full"
+        for batch, batch_classes, reserved in ((lines, classes, False), (own, own_classes, True)):
+            if not batch:
+                continue
+            why, n = "spool_full", 0
             try:
-                written = self._spool.append(lines)
+                n = self._spool.append(batch, reserved=reserved)
             except Exception as exc:  # unwritable directory, disk full, ...
                 self._note("otel_spool", exc)
                 why = "spool_error"
-            dropped.extend((why, cls) for cls in classes[written:])
+            written += n
+            dropped.extend((why, cls) for cls in batch_classes[n:])
         with self._lock:
             self._counters.spooled += written
             for why, cls in dropped:
                 self._counters.drop(why, cls)
+
+    def _dispose_until(
+        self, victims: Sequence[tuple[int, Payload]], reason: str, deadline: float
+    ) -> None:
+        """:meth:`_dispose` chunk by chunk until ``deadline``; what is left then is counted
+        as ``shutdown_timeout`` drops (cheap), so exit stays within its budget."""
+        start = 0
+        while start < len(victims) and time.monotonic() < deadline:
+            self._dispose(victims[start : start + _DISPOSE_CHUNK], reason)
+            start += _DISPOSE_CHUNK
+        if start < len(victims):
+            with self._lock:
+                for cls, _ in victims[start:]:
+                    self._counters.drop("shutdown_timeout", cls)
 
     # -- the export thread ---------------------------------------------------------------
 
@@ -908,6 +935,11 @@ class ExportSink:
             return True
         if kind == "dispose":
             self._dispose(action[1], "shutdown")
+            with self._cond:
+                if not self._abandoned:
+                    self._inflight = None
+                    self._disposing = False
+                self._cond.notify_all()
             return True
         self._export_batch(action[1], action[2])
         return True
@@ -931,7 +963,10 @@ class ExportSink:
                         return "report", nothing, 0.0
                     return "exit", nothing, 0.0
                 if self._give_up or remaining <= self._reserve:
-                    return "dispose", queue.drain(), 0.0
+                    chunk, _ = queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
+                    self._inflight = chunk
+                    self._disposing = True
+                    return "dispose", chunk, 0.0
                 timeout = min(request_timeout, remaining - self._reserve)
                 if self._down:
                     timeout = min(timeout, _PROBE_TIMEOUT)
@@ -987,10 +1022,10 @@ class ExportSink:
         with self._cond:
             if self._abandoned:
                 return  # shutdown gave up on us and disposed of this batch itself
-            self._inflight = None
             was_down = self._down
             self._counters.exported += delivered
             if not undelivered:
+                self._inflight = None
                 self._backoff = 0.0
                 self._backoff_until = 0.0
                 self._down = False
@@ -1010,6 +1045,8 @@ class ExportSink:
         finally:
             with self._cond:
                 self._disposing = False
+                if not self._abandoned:
+                    self._inflight = None  # held until spooled: shutdown counts it otherwise
                 self._cond.notify_all()
 
     def _enter_backoff_locked(self, now: float) -> None:
@@ -1282,6 +1319,7 @@ class ExportSink:
                 thread = self._thread
                 self._cond.notify_all()
             abandoned = self._wait_for(thread, deadline)
+            self._send_reports(force=True)  # what shutdown itself counted (spooled if need be)
             with self._cond:
                 after = (
                     self._counters.spooled,
@@ -1311,10 +1349,16 @@ class ExportSink:
             if thread.is_alive():
                 with self._cond:
                     self._abandoned = True
-                    leftovers: list[tuple[int, Payload]] = list(self._inflight or [])
-                    leftovers.extend(self._queue.drain())
+                    held = list(self._inflight or [])
                     self._inflight = None
-                self._dispose(leftovers, "shutdown")
+                    leftovers: list[tuple[int, Payload]] = []
+                    if self._disposing:  # the thread is spooling them: may still finish
+                        for cls, _ in held:  # (then they are counted twice, never lost)
+                            self._counters.drop("shutdown_in_flight", cls)
+                    else:  # stuck in the network: ours to spool
+                        leftovers.extend(held)
+                    leftovers.extend(self._queue.drain())
+                self._dispose_until(leftovers, "shutdown", deadline)
                 return True
         if transport is not None:
             transport.close(max(deadline - time.monotonic(), 0.0))

@@ -60,9 +60,19 @@ class TestAppend:
         """Lines beyond ``max_bytes`` are refused and the count that fit is returned."""
         line = len(json.dumps(_docs(1)[0], separators=(",", ":"))) + 1
         spool = Spool(str(tmp_path), line * 3 + 5)
-        assert 3 == spool.append(_docs(5))
-        assert 0 == spool.append(_docs(1, 9))
+        assert 3 == spool.append(_docs(5), reserved=True)
+        assert 0 == spool.append(_docs(1, 9), reserved=True)
         assert line * 3 == spool.size()
+
+    def test_reserve_is_kept_for_loss_reports(self, tmp_path: Path) -> None:
+        """Ordinary records stop short of the reserve; obs' loss reports can still be
+        written when the spool is otherwise full."""
+        line = len(json.dumps(_docs(1, 10)[0], separators=(",", ":"))) + 1
+        spool = Spool(str(tmp_path), line * 16)
+        assert line * 2 == spool.reserve
+        assert 14 == spool.append(_docs(20, 10))
+        assert 0 == spool.append(_docs(1, 30))
+        assert 2 == spool.append(_docs(3, 40), reserved=True)
 
     def test_pending(self, tmp_path: Path) -> None:
         """pending() is False for a missing or empty spool and True once written."""
