@@ -656,6 +656,7 @@ class ExportSink:
         "_builder",
         "_closed",
         "_closing",
+        "_closing_replayed",
         "_cond",
         "_counters",
         "_crashes",
@@ -681,6 +682,7 @@ class ExportSink:
         "_ready",
         "_replay_busy",
         "_replay_due",
+        "_replay_retry_at",
         "_report",
         "_reported",
         "_reserve",
@@ -780,6 +782,8 @@ class ExportSink:
         self._down = False
         self._replay_due = False
         self._replay_busy = False
+        self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
+        self._closing_replayed = False
         self._last_replay_check = 0.0
         self._last_drop_report = time.monotonic()
         self._last_reject_message = ""
@@ -883,6 +887,8 @@ class ExportSink:
             self._counters.spooled += written
             for why, cls in dropped:
                 self._counters.drop(why, cls)
+            if written and not self._replay_retry_at:
+                self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
 
     def _dispose_until(
         self, victims: Sequence[tuple[int, Payload]], reason: str, deadline: float
@@ -961,6 +967,16 @@ class ExportSink:
                     if not self._final_reported and self._counters.pending_drops:
                         self._final_reported = True
                         return "report", nothing, 0.0
+                    if (
+                        not self._closing_replayed
+                        and not self._down
+                        and not self._give_up
+                        and remaining > self._reserve + 0.05
+                        and self._spool.pending()
+                    ):  # the collector answers: replay what we can within the budget
+                        self._closing_replayed = True
+                        self._replay_busy = True
+                        return "replay", nothing, min(request_timeout, remaining - self._reserve)
                     return "exit", nothing, 0.0
                 if self._give_up or remaining <= self._reserve:
                     chunk, _ = queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
@@ -982,6 +998,10 @@ class ExportSink:
                 ):
                     self._next_due = now + delay
                     return self._take_locked(request_timeout)
+            retry = self._replay_retry_at
+            if retry and now >= retry and now >= self._backoff_until and not queue:
+                self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
+                self._replay_due = True
             if self._replay_due and (flushing or now >= self._backoff_until):
                 self._replay_due = False
                 self._replay_busy = True
@@ -992,6 +1012,8 @@ class ExportSink:
             if self._counters.pending_drops and now - self._last_drop_report >= self._drop_interval:
                 return "report", nothing, 0.0
             wake = max(self._backoff_until, self._next_due) - now if queue else delay
+            if retry and not queue:
+                wake = min(wake, max(retry, self._backoff_until) - now)
             self._cond.wait(max(min(wake, delay), 0.005))
 
     def _take_locked(self, timeout: float) -> tuple[str, list[tuple[int, Captured]], float]:
@@ -1145,7 +1167,9 @@ class ExportSink:
             return ok
 
         def should_stop() -> bool:
-            return self._closing or self._abandoned or len(self._queue) >= self._batch_size
+            if self._closing:
+                return self._give_up or time.monotonic() >= self._deadline - self._reserve
+            return self._abandoned or len(self._queue) >= self._batch_size
 
         try:
             result = self._spool.replay(export, self._batch_size, should_stop)
@@ -1171,6 +1195,10 @@ class ExportSink:
                     )
                 if not result.failed and not result.skipped and self._spool.pending():
                     self._replay_due = True  # stopped early to serve the queue
+                if result.failed or result.skipped:  # try again on the backoff schedule
+                    self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+            elif not self._closing:
+                self._replay_retry_at = time.monotonic() + _MAX_BACKOFF
             self._cond.notify_all()
 
     # -- reports -------------------------------------------------------------------------

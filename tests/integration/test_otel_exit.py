@@ -9,6 +9,7 @@ what the child left behind: every ERROR is in the spool or counted in an
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -160,3 +161,57 @@ def test_drop_counts_of_a_full_spool_reach_the_collector(tmp_path: Path) -> None
     print(f"sent {n} replayed {len(delivered)} counted {counted}")
     assert 0 < counted
     assert n == len(delivered) + counted
+
+
+def _spooling_sink(url: str, spool: Path, **kw: Any) -> ExportSink:
+    options: dict[str, Any] = {
+        "logs_exporter": "otlp",
+        "otlp_endpoint": url,
+        "otlp_timeout": 1.0,
+        "spool_dir": str(spool),
+        "blrp_schedule_delay_ms": 20.0,
+    }
+    options.update(kw)
+    return ExportSink(Settings(**options), RankResolver(env={}, host="h"), lambda *a, **k: None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_worker_replays_its_own_spool_when_the_collector_returns(tmp_path: Path) -> None:
+    """A process that logs nothing after the collector comes back still delivers what it
+    spooled while it was down: the worker probes and replays on its own schedule."""
+    port = _free_port()
+    sink = _spooling_sink(f"http://127.0.0.1:{port}", tmp_path / "spool")
+    try:
+        for i in range(600):
+            sink(None, "error", {"event": "while_down", "i": i, "_obs_level": logging.ERROR})
+        assert not sink.force_flush(5.0)
+        assert 600 == sink.stats()["spooled"]
+        with OTLPReceiver(http_port=port) as rx:
+            got = rx.wait_for(600, predicate=lambda r: r["event_name"] == "while_down", timeout=30)
+            assert list(range(600)) == sorted(r["attributes"]["i"] for r in got)
+    finally:
+        sink.shutdown(1.0)
+
+
+def test_shutdown_replays_within_its_budget(tmp_path: Path) -> None:
+    """shutdown() replays the spool when the collector answers, within its budget."""
+    port = _free_port()
+    sink = _spooling_sink(
+        f"http://127.0.0.1:{port}", tmp_path / "spool", blrp_schedule_delay_ms=60_000.0
+    )
+    try:
+        for i in range(100):
+            sink(None, "error", {"event": "spooled", "i": i, "_obs_level": logging.ERROR})
+        assert not sink.force_flush(5.0)
+        with OTLPReceiver(http_port=port) as rx:
+            sink(None, "error", {"event": "last", "_obs_level": logging.ERROR})
+            assert sink.shutdown(10.0)
+            names = [r["event_name"] for r in rx.records]
+            assert (100, 1) == (names.count("spooled"), names.count("last"))
+    finally:
+        sink.shutdown(1.0)
