@@ -30,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -649,6 +650,10 @@ class ExportSink:
     __slots__ = (
         "__weakref__",
         "_abandoned",
+        "_ahead",
+        "_ahead_cond",
+        "_ahead_held",
+        "_ahead_thread",
         "_atexit",
         "_backoff",
         "_backoff_until",
@@ -688,6 +693,7 @@ class ExportSink:
         "_reserve",
         "_settings",
         "_shutdown_ok",
+        "_sigterm",
         "_spool",
         "_thread",
         "_transport",
@@ -753,9 +759,50 @@ class ExportSink:
 
         self._atexit = at_exit
         atexit.register(at_exit)
+        self._sigterm: Any = None
+        if settings.handle_sigterm:
+            self._install_sigterm()
         with self._cond:
             self._replay_due = True  # replay what an earlier process left behind
             self._start_thread_locked()
+
+    def _install_sigterm(self) -> None:
+        """``OBS_HANDLE_SIGTERM``: on SIGTERM, shut the sink down within its budget (queued
+        WARNING+ spooled or counted), then chain to the handler that was there before
+        (the default one: die by the signal, as without obs)."""
+        if threading.current_thread() is not threading.main_thread():
+            self._notes.append(
+                ("otel_sigterm", "NotMainThread", "OBS_HANDLE_SIGTERM needs the main thread")
+            )
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        weak = weakref.WeakMethod(self.shutdown)
+        budget = self._settings.shutdown_timeout
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            method = weak()
+            if method is not None:  # on a thread: the interrupted code may hold our lock
+                worker = threading.Thread(target=lambda: _quietly(method), daemon=True)
+                worker.start()
+                worker.join(budget + 0.5)
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        self._sigterm = (on_sigterm, previous)
+
+    def _restore_sigterm(self) -> None:
+        """Put the previous SIGTERM handler back if ours is still the installed one."""
+        if self._sigterm is None or threading.current_thread() is not threading.main_thread():
+            return
+        ours, previous = self._sigterm
+        self._sigterm = None
+        with contextlib.suppress(Exception):
+            if signal.getsignal(signal.SIGTERM) is ours:
+                signal.signal(signal.SIGTERM, previous)
 
     def _reset_state(self) -> None:
         """Fresh lock, queue and counters (construction, and in a forked child)."""
@@ -783,6 +830,10 @@ class ExportSink:
         self._replay_due = False
         self._replay_busy = False
         self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
+        self._ahead: list[tuple[int, Payload]] = []  # WARNING+ to write ahead (collector down)
+        self._ahead_held: list[tuple[int, Payload]] | None = None  # being written
+        self._ahead_cond = threading.Condition(self._lock)
+        self._ahead_thread: _ExportThread | None = None
         self._closing_replayed = False
         self._last_replay_check = 0.0
         self._last_drop_report = time.monotonic()
@@ -817,6 +868,17 @@ class ExportSink:
             with self._lock:
                 if self._closed:
                     victim: tuple[int, Payload] | None = (cls, item)
+                elif self._down and cls >= WARNING_CLASS and not self._closing:
+                    self._counters.enqueued += 1  # collector down: written ahead to the spool
+                    self._ahead.append((cls, item))
+                    victim = None
+                    if self._ahead_thread is None:
+                        self._ahead_thread = _ExportThread(
+                            target=self._write_ahead, name="obs-otel-spool", daemon=True
+                        )
+                        self._ahead_thread.start()
+                    elif len(self._ahead) == 1:
+                        self._ahead_cond.notify()
                 else:
                     self._counters.enqueued += 1
                     queue = self._queue
@@ -889,6 +951,46 @@ class ExportSink:
                 self._counters.drop(why, cls)
             if written and not self._replay_retry_at:
                 self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+
+    def _write_ahead(self) -> None:
+        """The write-ahead thread: while the collector is known to be down, WARNING+
+        records go to the spool as they are logged, not after the next failed export
+        (which may hang in a blackholed connection), so a SIGTERM or SIGKILL loses at most
+        the few milliseconds of records not yet written."""
+        while True:
+            with self._lock:
+                while not self._ahead:
+                    if self._closing or self._closed:
+                        self._ahead_thread = None
+                        self._ahead_cond.notify_all()
+                        return
+                    self._ahead_cond.wait(1.0)
+                batch, self._ahead = self._ahead, []
+                self._ahead_held = batch
+            try:
+                self._dispose(batch, "collector_down")
+            finally:
+                with self._lock:
+                    self._ahead_held = None
+                    self._replay_due = True  # delivered by replay (also the next probe)
+                    self._ahead_cond.notify_all()
+                    self._cond.notify_all()
+
+    def _take_ahead(self, deadline: float) -> list[tuple[int, Payload]]:
+        """At shutdown: what the write-ahead thread has not taken yet (ours to spool), after
+        waiting until ``deadline`` for the batch it is writing; that one, if still not
+        written, is counted (it may yet be written: counted twice, never lost)."""
+        with self._lock:
+            while self._ahead_held is not None and time.monotonic() < deadline:
+                self._ahead_cond.wait(max(deadline - time.monotonic(), 0.001))
+            if self._ahead_held is not None:
+                for cls, _ in self._ahead_held:
+                    self._counters.drop("shutdown_in_flight", cls)
+                self._ahead_held = None
+            rest: list[tuple[int, Payload]] = list(self._ahead)
+            self._ahead = []
+            self._ahead_cond.notify_all()
+        return rest
 
     def _dispose_until(
         self, victims: Sequence[tuple[int, Payload]], reason: str, deadline: float
@@ -969,14 +1071,16 @@ class ExportSink:
                         return "report", nothing, 0.0
                     if (
                         not self._closing_replayed
-                        and not self._down
                         and not self._give_up
                         and remaining > self._reserve + 0.05
                         and self._spool.pending()
-                    ):  # the collector answers: replay what we can within the budget
+                    ):  # replay what we can within the budget (one probe if it was down)
                         self._closing_replayed = True
                         self._replay_busy = True
-                        return "replay", nothing, min(request_timeout, remaining - self._reserve)
+                        timeout = min(request_timeout, remaining - self._reserve)
+                        if self._down:
+                            timeout = min(timeout, _PROBE_TIMEOUT)
+                        return "replay", nothing, timeout
                     return "exit", nothing, 0.0
                 if self._give_up or remaining <= self._reserve:
                     chunk, _ = queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
@@ -1160,6 +1264,10 @@ class ExportSink:
                     with self._lock:
                         self._counters.spool_corrupt += 1
             ok = not self._deliver(records, timeout)[1]
+            if ok:
+                with self._cond:  # the collector is back: log straight to it again
+                    self._down = False
+                    self._backoff = self._backoff_until = 0.0
             if not ok:
                 with self._cond:
                     self._counters.failed_exports += 1
@@ -1317,6 +1425,8 @@ class ExportSink:
             or self._disposing
             or self._replay_due
             or self._replay_busy
+            or bool(self._ahead)
+            or self._ahead_held is not None
         )
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -1331,6 +1441,7 @@ class ExportSink:
                     return bool(self._shutdown_ok)
             with contextlib.suppress(Exception):
                 atexit.unregister(self._atexit)
+            self._restore_sigterm()
             self._ready = True
             self._send_reports(force=True)
             with self._cond:
@@ -1347,7 +1458,7 @@ class ExportSink:
                 thread = self._thread
                 self._cond.notify_all()
             abandoned = self._wait_for(thread, deadline)
-            self._send_reports(force=True)  # what shutdown itself counted (spooled if need be)
+            self._dispose_until(self._take_ahead(deadline), "shutdown", deadline)
             with self._cond:
                 after = (
                     self._counters.spooled,
@@ -1355,7 +1466,10 @@ class ExportSink:
                     self._counters.failed_exports,
                 )
                 self._closed = True
-                self._shutdown_ok = not abandoned and before == after
+                self._shutdown_ok = not abandoned and before[1:] == after[1:]
+            self._send_reports(force=True)  # what shutdown counted: to the console and spool
+            if self._shutdown_ok and before[0] != after[0]:  # spooled, but replayed since?
+                self._shutdown_ok = not self._spool.pending()
             return self._shutdown_ok
         except Exception as exc:
             self._note("otel_shutdown", exc)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -215,3 +217,86 @@ def test_shutdown_replays_within_its_budget(tmp_path: Path) -> None:
             assert (100, 1) == (names.count("spooled"), names.count("last"))
     finally:
         sink.shutdown(1.0)
+
+
+SIGNAL_CHILD = r"""
+import os, signal, sys, time
+import obs
+url, spool, n, case = sys.argv[1:5]
+if case == "chained":
+    def previous(signum, frame):
+        sys.stderr.write("PREVIOUS HANDLER\n")
+        sys.stderr.flush()
+        os._exit(7)
+    signal.signal(signal.SIGTERM, previous)
+obs.configure(logs_exporter="otlp", otlp_endpoint=url, spool_dir=spool, stream="none",
+              shutdown_timeout=2.0, otlp_timeout=1.0 if case == "ahead" else 2.0,
+              blrp_max_queue_size=4096)
+log = obs.get_logger("child")
+if case == "ahead":  # learn that the collector is down, then log: written ahead
+    log.error("probe")
+    assert not obs.flush(timeout=5.0)
+    sink = obs._config.STATE.runtime.sink
+    before = sink.stats()["spooled"]
+for i in range(int(n)):
+    log.error("burst_error", i=i)
+if case == "ahead":
+    deadline = time.monotonic() + 2.0
+    while sink.stats()["spooled"] - before < int(n) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.stderr.write("READY\n")
+sys.stderr.flush()
+time.sleep(60)
+"""
+
+
+def run_signalled(url: str, spool: Path, n: int, case: str) -> tuple[int, str]:
+    """Run SIGNAL_CHILD; SIGTERM it once READY (unless it kills itself first)."""
+    env = {**os.environ, "OBS_HANDLE_SIGTERM": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SIGNAL_CHILD, url, str(spool), str(n), case],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("READY"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, rest = proc.communicate(timeout=30)
+    return proc.returncode, "".join(lines) + rest
+
+
+@pytest.mark.parametrize("case", ["default", "chained"])
+def test_sigterm_flushes_then_chains(blackhole: str, tmp_path: Path, case: str) -> None:
+    """With OBS_HANDLE_SIGTERM, a SIGTERM with a burst queued for a blackholed collector
+    spools or counts every ERROR within the budget, then acts as before: the default
+    action (death by SIGTERM) or the application's own handler."""
+    n = 3000
+    code, err = run_signalled(blackhole, tmp_path / "spool", n, case)
+    lines = spooled_lines(tmp_path / "spool")
+    spooled = {d["attrs"]["i"] for d in lines if d.get("name") == "burst_error"}
+    counted = reported_drops(lines, "ERROR")
+    print(f"{case}: sent {n} spooled {len(spooled)} counted {counted} exit {code}")
+    assert len(spooled) + counted >= n, (len(spooled), counted)
+    if case == "default":
+        assert -signal.SIGTERM == code, err
+    else:
+        assert (7, True) == (code, "PREVIOUS HANDLER" in err), err
+
+
+def test_write_ahead_survives_sigkill(blackhole: str, tmp_path: Path) -> None:
+    """Once the collector is known to be down (here: a blackhole, each export hangs for
+    its whole timeout), ERRORs are written to the spool as they are logged, not after the
+    next failed export: a SIGKILL soon after the burst loses none of them."""
+    n = 1000
+    code, _ = run_signalled(blackhole, tmp_path / "spool", n, "ahead")
+    assert -signal.SIGKILL == code
+    lines = spooled_lines(tmp_path / "spool")
+    spooled = {d["attrs"]["i"] for d in lines if d.get("name") == "burst_error"}
+    assert n == len(spooled)
