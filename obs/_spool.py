@@ -292,6 +292,41 @@ class Spool:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self._dir())
 
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """The records waiting for replay, oldest first (read-only, without the replay lock:
+        a concurrent replay may have delivered some of them already)."""
+        for name in (_REPLAY, _SPOOL):
+            f = self._open_read(name)
+            if f is None:
+                continue
+            with f:
+                if name == _REPLAY:
+                    f.seek(self._read_offset())
+                for raw in f:
+                    try:
+                        doc = json.loads(raw) if raw.endswith(b"\n") else None
+                    except ValueError:
+                        continue
+                    if isinstance(doc, dict):
+                        yield doc
+
+    def purge(self) -> bool:
+        """Delete every spooled record (under the replay lock); False when a replay holds
+        the lock, so nothing is deleted under a replayer's feet."""
+        lock_fd = os.open(
+            _LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=self._dir()
+        )
+        try:
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            for name in (_SPOOL, _REPLAY, _OFFSET):
+                self._unlink(name)
+            return True
+        finally:
+            os.close(lock_fd)
+
     def replay(
         self,
         export: Callable[[list[dict[str, Any]]], bool],
