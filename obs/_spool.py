@@ -30,7 +30,7 @@ The size bound (``spool_max_bytes``) counts ``spool.jsonl`` plus the unreplayed 
 
 from __future__ import annotations
 
-__all__ = ["ReplayResult", "Spool", "SpoolRefused"]
+__all__ = ["ReplayResult", "Spool", "SpoolRefused", "open_spool_dir", "service_dir"]
 
 import contextlib
 import dataclasses
@@ -38,6 +38,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
@@ -111,14 +112,21 @@ def _unsafe(st: os.stat_result, *, dir_mode: bool) -> str:
     return ""
 
 
+def service_dir(root: str, service: str) -> str:
+    """The per-service spool directory under ``root`` (a file-name-safe service name)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", service)[:100].strip(".") or "unknown_service"
+    return os.path.join(root, safe)
+
+
 class Spool:
     """Append-only JSON-lines spool with a crash-safe, single-replayer protocol."""
 
-    __slots__ = ("_dir_fd", "_dir_id", "directory", "max_bytes")
+    __slots__ = ("_dir_fd", "_dir_id", "_safe_parent", "directory", "max_bytes")
 
-    def __init__(self, directory: str, max_bytes: int) -> None:
+    def __init__(self, directory: str, max_bytes: int, *, safe_parent: bool = False) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
+        self._safe_parent = safe_parent  # the parent gets the same checks (shared $TMPDIR)
         self._dir_fd: int | None = None
         self._dir_id: tuple[int, int] = (0, 0)
 
@@ -136,6 +144,8 @@ class Spool:
             self._dir_fd = None
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self._safe_parent:
+            os.close(open_spool_dir(os.path.dirname(os.path.abspath(self.directory))))
         fd = open_spool_dir(self.directory)
         st = os.fstat(fd)
         self._dir_fd, self._dir_id = fd, (st.st_dev, st.st_ino)

@@ -2,7 +2,8 @@
 
 ``list`` shows the records waiting, per service, with their count and age; ``replay``
 sends them to an OTLP endpoint (each keeps its original resource); ``purge`` deletes
-them. The directory is ``--dir`` or the one obs would use (``OBS_SPOOL_DIR``).
+them. The directory is ``--dir``, or ``OBS_SPOOL_DIR``, or by default the spool root
+(``$TMPDIR/obs-spool-$UID``) and each per-service directory in it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 __all__ = ["cli_spool"]
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -81,15 +83,32 @@ def cli_spool(argv: list[str]) -> int:
     """Run the spool subcommand; 0 on success, 1 when it could not do it all, 2 on usage."""
     args = _parser().parse_args(argv)
     try:
-        if args.dir:
-            directory = args.dir
-        else:
-            from obs.settings import load_settings  # noqa: PLC0415
-
-            directory = load_settings({}).spool_dir
+        directories = [args.dir] if args.dir else _default_directories()
     except ConfigError as exc:
         sys.stderr.write(f"{exc}\n")
         return 2
+    status = 0
+    for directory in directories:
+        status = max(status, _one(directory, args))
+    return status
+
+
+def _default_directories() -> list[str]:
+    """``OBS_SPOOL_DIR``, or the default root and its per-service directories."""
+    from obs.settings import _default_spool_dir, load_settings  # noqa: PLC0415
+
+    root = load_settings({}).spool_dir
+    if root != _default_spool_dir():
+        return [root]
+    try:
+        with os.scandir(root) as entries:
+            subdirs = sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
+    except OSError:
+        subdirs = []
+    return [root, *subdirs]
+
+
+def _one(directory: str, args: argparse.Namespace) -> int:
     spool = Spool(directory, 1)
     try:
         if args.action == "list":

@@ -57,12 +57,13 @@ from structlog.typing import EventDict, WrappedLogger
 
 from obs._export_queue import LEVEL_NAMES, WARNING_CLASS, SeverityQueue, level_class
 from obs._otlp_outcome import Outcome, install_grpc_probe, install_http_probe
-from obs._spool import Spool
+from obs._spool import Spool, service_dir
 from obs.encode import format_exception, safe_repr, scrub_text, to_otel_value
 from obs.errors import ConfigError
 from obs.otlp_wire import Encoder
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
+from obs.settings import _default_spool_dir as default_spool_dir
 
 Report = Callable[..., None]
 #: What the caller thread queues: observed time (ns), OTel context, event dict copy.
@@ -713,7 +714,7 @@ class ExportSink:
         self._settings = settings
         self._report = report
         self._builder = _RecordBuilder(settings, resolver)
-        self._spool = Spool(settings.spool_dir, settings.spool_max_bytes)
+        self._spool = make_spool(settings)
         self._batch_size = max(
             1, min(settings.blrp_max_export_batch_size, settings.blrp_max_queue_size)
         )
@@ -1186,7 +1187,7 @@ class ExportSink:
         target = endpoint_text(self._settings.otlp_logs_url) or self.mode
         return (
             f"OTLP export to {target} failed; WARNING+ records are spooled to "
-            f"{self._settings.spool_dir} and replayed when it is reachable again"
+            f"{self._spool.directory} and replayed when it is reachable again"
         )
 
     def _send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
@@ -1526,6 +1527,16 @@ class ExportSink:
                 "failed_exports": c.failed_exports,
                 "spool_corrupt": c.spool_corrupt,
             }
+
+
+def make_spool(settings: Settings) -> Spool:
+    """The sink's spool: ``OBS_SPOOL_DIR`` as given, or by default one directory per
+    service under ``$TMPDIR/obs-spool-$UID`` (its parent checked like the spool itself),
+    so that no program replays, or is credited with, another program's records."""
+    if "spool_dir" in settings.sources or settings.spool_dir != default_spool_dir():
+        return Spool(settings.spool_dir, settings.spool_max_bytes)
+    directory = service_dir(settings.spool_dir, settings.service_name)
+    return Spool(directory, settings.spool_max_bytes, safe_parent=True)
 
 
 def build_export_sink(

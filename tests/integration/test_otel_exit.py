@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ import pytest
 from obs._receiver import OTLPReceiver
 from obs.otel import ExportSink
 from obs.rank import RankResolver
-from obs.settings import Settings
+from obs.settings import Settings, load_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -300,3 +301,48 @@ def test_write_ahead_survives_sigkill(blackhole: str, tmp_path: Path) -> None:
     lines = spooled_lines(tmp_path / "spool")
     spooled = {d["attrs"]["i"] for d in lines if d.get("name") == "burst_error"}
     assert n == len(spooled)
+
+
+def test_default_spool_is_per_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default each service spools under its own directory: a program replays only its
+    own records, with their original resource, and a loose shared root is refused."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    closed = f"http://127.0.0.1:{_free_port()}"
+
+    def sink_for(service: str, url: str) -> ExportSink:
+        settings = load_settings(
+            {
+                "logs_exporter": "otlp",
+                "otlp_endpoint": url,
+                "otlp_timeout": 1.0,
+                "service_name": service,
+                "blrp_schedule_delay_ms": 20,
+            },
+            env={},
+        )
+        return ExportSink(settings, RankResolver(env={}, host="h"), lambda *a, **k: None)
+
+    down = sink_for("trainer", closed)
+    down(None, "error", {"event": "trainer_error", "_obs_level": logging.ERROR})
+    assert not down.force_flush(3.0)
+    down.shutdown(1.0)
+    root = tmp_path / f"obs-spool-{os.getuid()}"
+    assert list((root / "trainer").glob("spool*.jsonl"))
+    with OTLPReceiver() as rx:
+        other = sink_for("server", rx.http_endpoint)
+        other(None, "error", {"event": "server_error", "_obs_level": logging.ERROR})
+        assert other.force_flush(5.0)
+        other.shutdown(1.0)
+        assert ["server_error"] == [r["event_name"] for r in rx.records]
+        again = sink_for("trainer", rx.http_endpoint)
+        assert again.force_flush(5.0)
+        again.shutdown(1.0)
+        (replayed,) = [r for r in rx.records if r["event_name"] == "trainer_error"]
+        assert "trainer" == replayed["resource"]["service.name"]
+    root.chmod(0o777)
+    loose = sink_for("third", closed)
+    loose(None, "error", {"event": "e", "_obs_level": logging.ERROR})
+    loose.force_flush(3.0)
+    loose.shutdown(1.0)
+    assert {"ERROR": 1} == loose.stats()["dropped_by_reason"]["spool_error"]
+    assert not (root / "third").exists()
