@@ -1,13 +1,15 @@
-"""``python -m obs``: ``receive`` (a local OTLP sink) and ``schema`` (the event registry)."""
+"""``python -m obs``: ``receive`` (a local OTLP sink), ``schema`` (the event registry) and
+``spool`` (undelivered records)."""
 
 from __future__ import annotations
 
 import sys
 
-_USAGE = """usage: python -m obs {receive,schema} [options]
+_USAGE = """usage: python -m obs {receive,schema,spool} [options]
 
   receive   run a local OTLP receiver (gRPC + HTTP) and print what arrives
   schema    print the registered events as Markdown or JSON Schema
+  spool     list, replay or purge the records spooled for replay
 """
 
 
@@ -26,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         from obs.events import cli_schema  # noqa: PLC0415
 
         return int(cli_schema(rest))
+    if command == "spool":
+        from obs._spool_cli import cli_spool  # noqa: PLC0415
+
+        return cli_spool(rest)
     sys.stderr.write(f"unknown command {command!r}\n{_USAGE}")
     return 2
 

@@ -16,13 +16,21 @@ Layout of the spool directory (created 0700; files 0600, opened with ``O_NOFOLLO
     batch exported just before a crash that could not record its offset; every record
     carries a unique ``log.record.uid`` so even that window can be deduplicated downstream.
 
+Safety against other local users (the default directory lives in the shared ``$TMPDIR``):
+the directory is opened once with ``O_DIRECTORY|O_NOFOLLOW`` and every file is reached
+relative to that descriptor (``dir_fd=``); a directory that is a symlink, is not owned by
+the current uid, or is group/other-writable is refused (:class:`SpoolRefused`), and obs
+never changes the mode of a directory it did not create. A spool file not owned by the
+current uid or readable/writable by anyone else is never appended to nor replayed: it is
+renamed aside (``refused.<name>.<inode>``) and counted in :attr:`ReplayResult.refused`.
+
 The size bound (``spool_max_bytes``) counts ``spool.jsonl`` plus the unreplayed part of
 ``spool.replay.jsonl``; lines that do not fit are refused and counted by the caller.
 """
 
 from __future__ import annotations
 
-__all__ = ["ReplayResult", "Spool"]
+__all__ = ["ReplayResult", "Spool", "SpoolRefused", "open_spool_dir", "service_dir"]
 
 import contextlib
 import dataclasses
@@ -30,20 +38,27 @@ import errno
 import fcntl
 import json
 import os
+import re
+import stat
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import IO, Any
 
 _SPOOL = "spool.jsonl"
 _REPLAY = "spool.replay.jsonl"
 _OFFSET = "spool.replay.offset"
 _LOCK = "replay.lock"
-_FLAGS = (
-    os.O_WRONLY
-    | os.O_APPEND
-    | os.O_CREAT
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+
+
+class SpoolRefused(PermissionError):
+    """The spool directory or one of its files is unsafe (symlink, foreign owner, loose mode)."""
+
+
+class _SetAside(OSError):
+    """A spool file was unsafe and has been renamed aside."""
 
 
 @dataclasses.dataclass
@@ -54,61 +69,150 @@ class ReplayResult:
     corrupt: int = 0
     failed: bool = False
     skipped: bool = False  # another process holds the replay lock
+    refused: int = 0  # files set aside: not ours, or readable by others
+
+
+def open_spool_dir(directory: str) -> int:
+    """Create (0700) or open ``directory`` without following a symlink; refuse one that is
+    not a directory, not owned by the current uid, or group/other-writable. Returns its fd."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    if parent:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+    try:
+        fd = os.open(directory, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise SpoolRefused(
+                errno.EPERM, "spool directory is a symlink or not a directory", directory
+            ) from None
+        raise
+    why = _unsafe(os.fstat(fd), dir_mode=True)
+    if why:
+        os.close(fd)
+        raise SpoolRefused(errno.EPERM, f"spool directory {why}", directory)
+    return fd
+
+
+def _unsafe(st: os.stat_result, *, dir_mode: bool) -> str:
+    """Why a directory / spool file must not be used ("" when it may)."""
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not {os.getuid()}"
+    if dir_mode:
+        if not stat.S_ISDIR(st.st_mode):
+            return "is not a directory"
+        if st.st_mode & 0o022:
+            return f"is group/other-writable (mode {stat.S_IMODE(st.st_mode):o})"
+        return ""
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_mode & 0o077:
+        return f"is accessible to others (mode {stat.S_IMODE(st.st_mode):o})"
+    return ""
+
+
+def service_dir(root: str, service: str) -> str:
+    """The per-service spool directory under ``root`` (a file-name-safe service name)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", service)[:100].strip(".") or "unknown_service"
+    return os.path.join(root, safe)
 
 
 class Spool:
     """Append-only JSON-lines spool with a crash-safe, single-replayer protocol."""
 
-    __slots__ = ("directory", "max_bytes")
+    __slots__ = ("_dir_fd", "_dir_id", "_safe_parent", "directory", "max_bytes")
 
-    def __init__(self, directory: str, max_bytes: int) -> None:
+    def __init__(self, directory: str, max_bytes: int, *, safe_parent: bool = False) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
+        self._safe_parent = safe_parent  # the parent gets the same checks (shared $TMPDIR)
+        self._dir_fd: int | None = None
+        self._dir_id: tuple[int, int] = (0, 0)
 
-    def _path(self, name: str) -> str:
-        return os.path.join(self.directory, name)
+    def _dir(self) -> int:
+        """The directory's fd, opened once and reopened (re-checked) only when the path no
+        longer names the same directory (removed by a tmp cleaner, replaced by a link)."""
+        fd = self._dir_fd
+        if fd is not None:
+            try:
+                st = os.lstat(self.directory)
+                if (st.st_dev, st.st_ino) == self._dir_id:
+                    return fd
+            except OSError:
+                pass
+            self._dir_fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self._safe_parent:
+            os.close(open_spool_dir(os.path.dirname(os.path.abspath(self.directory))))
+        fd = open_spool_dir(self.directory)
+        st = os.fstat(fd)
+        self._dir_fd, self._dir_id = fd, (st.st_dev, st.st_ino)
+        return fd
 
-    def _ensure_dir(self) -> None:
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        st = os.stat(self.directory)
-        if st.st_uid != os.getuid():
-            raise PermissionError(
-                errno.EPERM, "spool directory owned by another user", self.directory
-            )
-        if st.st_mode & 0o077:
-            os.chmod(self.directory, 0o700)
+    def close(self) -> None:
+        """Close the directory descriptor (reopened on the next use)."""
+        fd, self._dir_fd = self._dir_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _stat(self, name: str) -> os.stat_result:
+        return os.stat(name, dir_fd=self._dir(), follow_symlinks=False)
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self._stat(name)
+        except FileNotFoundError:
+            return False
+        return True
 
     def pending(self) -> bool:
-        """True when there is anything to replay (cheap: two ``stat`` calls)."""
+        """True when there is anything to replay (cheap: a few ``stat`` calls)."""
         try:
-            if os.stat(self._path(_SPOOL)).st_size > 0:
+            if self._stat(_SPOOL).st_size > 0:
                 return True
         except OSError:
             pass
-        return os.path.exists(self._path(_REPLAY))
+        try:
+            return self._exists(_REPLAY)
+        except OSError:
+            return False
 
     def size(self) -> int:
         """Bytes waiting for replay (the quantity ``max_bytes`` bounds)."""
         total = 0
         with contextlib.suppress(OSError):
-            total += os.stat(self._path(_SPOOL)).st_size
+            total += self._stat(_SPOOL).st_size
         with contextlib.suppress(OSError):
-            total += os.stat(self._path(_REPLAY)).st_size - self._read_offset()
+            total += self._stat(_REPLAY).st_size - self._read_offset()
         return total
 
-    def append(self, records: Sequence[dict[str, Any]]) -> int:
-        """Append records as JSON lines; return how many fit (the rest are refused)."""
+    @property
+    def reserve(self) -> int:
+        """Bytes of ``max_bytes`` kept for obs' own loss reports (``reserved=True``), so the
+        count of what a full spool refused is never itself refused."""
+        return min(64 * 1024, self.max_bytes // 8)
+
+    def append(self, records: Sequence[dict[str, Any]], *, reserved: bool = False) -> int:
+        """Append records as JSON lines; return how many fit (the rest are refused).
+        ``reserved`` lines may use the :attr:`reserve`; others stop short of it."""
         if not records:
             return 0
-        self._ensure_dir()
         lines = [
             json.dumps(r, separators=(",", ":"), default=str).encode() + b"\n" for r in records
         ]
+        return self.append_lines(lines, reserved=reserved)
+
+    def append_lines(self, lines: Sequence[bytes], *, reserved: bool = False) -> int:
+        """Append already encoded lines (each ending in a newline); return how many fit."""
+        limit = self.max_bytes if reserved else self.max_bytes - self.reserve
         with self._locked_spool() as fd:
             used = os.fstat(fd).st_size
             with contextlib.suppress(OSError):
-                used += os.stat(self._path(_REPLAY)).st_size - self._read_offset()
-            room = self.max_bytes - used
+                used += self._stat(_REPLAY).st_size - self._read_offset()
+            room = limit - used
             chunk: list[bytes] = []
             for line in lines:
                 if len(line) > room:
@@ -125,16 +229,21 @@ class Spool:
     @contextlib.contextmanager
     def _locked_spool(self) -> Iterator[int]:
         """The current ``spool.jsonl``, open for append and exclusively locked."""
-        path = self._path(_SPOOL)
+        dir_fd = self._dir()
         for _ in range(100):
-            fd = os.open(path, _FLAGS, 0o600)
+            fd = os.open(_SPOOL, _FLAGS, 0o600, dir_fd=dir_fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
+                st = os.fstat(fd)
                 try:
-                    same = os.fstat(fd).st_ino == os.stat(path).st_ino
+                    same = st.st_ino == self._stat(_SPOOL).st_ino
                 except FileNotFoundError:
                     same = False
                 if same:
+                    why = _unsafe(st, dir_mode=False)
+                    if why:  # planted: set it aside, start a fresh one
+                        self._set_aside(_SPOOL, st)
+                        continue
                     try:
                         yield fd
                     finally:
@@ -142,25 +251,91 @@ class Spool:
                     return
             finally:
                 os.close(fd)
-        raise OSError(errno.EAGAIN, "spool file keeps being rotated", path)
+        raise OSError(errno.EAGAIN, "spool file keeps being rotated", self.directory)
+
+    def _set_aside(self, name: str, st: os.stat_result) -> None:
+        """Rename an unsafe file out of the protocol's way (never read, never deleted)."""
+        dir_fd = self._dir()
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(name, f"refused.{name}.{st.st_ino}", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+    def _open_read(self, name: str) -> IO[bytes] | None:
+        """``name`` open for reading when it is a regular file of ours (0600); None when it
+        is missing; an unsafe one is set aside and :class:`_SetAside` raised."""
+        try:
+            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=self._dir())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            self._set_aside(name, self._stat(name))
+            raise _SetAside(errno.EPERM, "a symlink", name) from None
+        st = os.fstat(fd)
+        if _unsafe(st, dir_mode=False):
+            os.close(fd)
+            self._set_aside(name, st)
+            raise _SetAside(errno.EPERM, _unsafe(st, dir_mode=False), name)
+        return os.fdopen(fd, "rb")
 
     def _read_offset(self) -> int:
         try:
-            with open(self._path(_OFFSET), "rb") as f:
+            f = self._open_read(_OFFSET)
+            if f is None:
+                return 0
+            with f:
                 return int(f.read().strip() or 0)
         except (OSError, ValueError):
             return 0
 
     def _write_offset(self, offset: int) -> None:
-        tmp = self._path(f"{_OFFSET}.{os.getpid()}.tmp")
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600
-        )
+        dir_fd = self._dir()
+        tmp = f"{_OFFSET}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600, dir_fd=dir_fd)
         try:
             os.write(fd, str(offset).encode())
         finally:
             os.close(fd)
-        os.replace(tmp, self._path(_OFFSET))
+        os.replace(tmp, _OFFSET, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+    def _unlink(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self._dir())
+
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """The records waiting for replay, oldest first (read-only, without the replay lock:
+        a concurrent replay may have delivered some of them already)."""
+        for name in (_REPLAY, _SPOOL):
+            f = self._open_read(name)
+            if f is None:
+                continue
+            with f:
+                if name == _REPLAY:
+                    f.seek(self._read_offset())
+                for raw in f:
+                    try:
+                        doc = json.loads(raw) if raw.endswith(b"\n") else None
+                    except ValueError:
+                        continue
+                    if isinstance(doc, dict):
+                        yield doc
+
+    def purge(self) -> bool:
+        """Delete every spooled record (under the replay lock); False when a replay holds
+        the lock, so nothing is deleted under a replayer's feet."""
+        lock_fd = os.open(
+            _LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=self._dir()
+        )
+        try:
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            for name in (_SPOOL, _REPLAY, _OFFSET):
+                self._unlink(name)
+            return True
+        finally:
+            os.close(lock_fd)
 
     def replay(
         self,
@@ -176,9 +351,8 @@ class Spool:
         result = ReplayResult()
         if not self.pending():
             return result
-        self._ensure_dir()
         lock_fd = os.open(
-            self._path(_LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600
+            _LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=self._dir()
         )
         try:
             try:
@@ -186,8 +360,8 @@ class Spool:
             except BlockingIOError:
                 result.skipped = True
                 return result
-            for _ in range(2):  # the leftover replay file, then the current spool once
-                if not self._claim():
+            for _ in range(3):  # the leftover replay file, then the current spool once
+                if not self._claim(result):
                     break
                 if not self._replay_file(export, batch_size, should_stop, result):
                     break
@@ -195,21 +369,24 @@ class Spool:
             os.close(lock_fd)  # releases the flock
         return result
 
-    def _claim(self) -> bool:
+    def _claim(self, result: ReplayResult) -> bool:
         """Make sure ``spool.replay.jsonl`` exists (rotating the spool into it)."""
-        replay = self._path(_REPLAY)
-        if os.path.exists(replay):
+        if self._exists(_REPLAY):
             return True
-        spool = self._path(_SPOOL)
+        dir_fd = self._dir()
         try:
-            if os.stat(spool).st_size == 0:
+            st = self._stat(_SPOOL)
+            if st.st_size == 0:
                 return False
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._path(_OFFSET))
-            os.rename(spool, replay)
+            if _unsafe(st, dir_mode=False):
+                self._set_aside(_SPOOL, st)
+                result.refused += 1
+                return False
+            self._unlink(_OFFSET)
+            os.rename(_SPOOL, _REPLAY, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except FileNotFoundError:
             return False
-        fd = os.open(replay, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(_REPLAY, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
         try:  # wait for writers that locked the old inode before the rename
             fcntl.flock(fd, fcntl.LOCK_EX)
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -225,9 +402,16 @@ class Spool:
         result: ReplayResult,
     ) -> bool:
         """Replay ``spool.replay.jsonl`` from the recorded offset; True when finished."""
-        replay = self._path(_REPLAY)
         offset = self._read_offset()
-        with open(replay, "rb") as f:
+        try:
+            f = self._open_read(_REPLAY)
+        except _SetAside:  # planted by someone else: never replayed
+            result.refused += 1
+            self._unlink(_OFFSET)
+            return True
+        if f is None:
+            return True
+        with f:
             f.seek(offset)
             while True:
                 if should_stop():
@@ -256,7 +440,6 @@ class Spool:
                 result.replayed += len(batch)
                 offset = end
                 self._write_offset(offset)
-        os.unlink(replay)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._path(_OFFSET))
+        self._unlink(_REPLAY)
+        self._unlink(_OFFSET)
         return True

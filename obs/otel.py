@@ -25,10 +25,12 @@ from __future__ import annotations
 __all__ = ["ExportSink", "build_export_sink", "build_exporter", "in_export_thread"]
 
 import atexit
+import base64
 import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -36,7 +38,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import LogRecord, SeverityNumber, get_logger_provider
@@ -54,12 +56,14 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from structlog.typing import EventDict, WrappedLogger
 
 from obs._export_queue import LEVEL_NAMES, WARNING_CLASS, SeverityQueue, level_class
-from obs._spool import Spool
-from obs.encode import format_exception, safe_repr, to_otel_value
+from obs._otlp_outcome import Outcome, install_grpc_probe, install_http_probe
+from obs._spool import Spool, service_dir
+from obs.encode import format_exception, safe_repr, scrub_text, to_otel_value
 from obs.errors import ConfigError
 from obs.otlp_wire import Encoder
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
+from obs.settings import _default_spool_dir as default_spool_dir
 
 Report = Callable[..., None]
 #: What the caller thread queues: observed time (ns), OTel context, event dict copy.
@@ -82,6 +86,9 @@ _SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
 _MAX_BACKOFF = 5.0
 _PROBE_TIMEOUT = 1.0  # one export attempt at shutdown when the collector was just down
 _REPLAY_CHECK_INTERVAL = 1.0
+#: obs' own reports of loss: spooled into the spool's reserve, so they survive a full spool.
+_LOSS_REPORTS = frozenset({"obs_records_dropped", "obs_internal_error"})
+_DISPOSE_CHUNK = 256  # records spooled per step at shutdown (what shutdown can take over)
 #: gRPC's default reconnect backoff (1 s, growing to 120 s) would keep a channel failing
 #: fast long after the collector is back; ours retries its own way (see _MAX_BACKOFF).
 _GRPC_RECONNECT: Any = (
@@ -316,7 +323,7 @@ def resource_attributes(settings: Settings, info: RankInfo) -> dict[str, Any]:
 class _Transport(Protocol):
     """Where batches go: an SDK exporter or an application's LoggerProvider."""
 
-    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool: ...
+    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome: ...
     def interrupt(self) -> None: ...
     def close(self, timeout: float) -> None: ...
 
@@ -357,7 +364,7 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
             if getattr(exporter, "_shutdown", False):
                 return False
             if isinstance(limit, int) and 0 < limit < len(data):
-                raise ValueError(f"OTLP request of {len(data)} bytes exceeds {limit}")
+                raise _RequestTooLarge(f"OTLP request of {len(data)} bytes exceeds {limit}")
             success = getattr(client.export(data), "success", None)  # type: ignore[union-attr]
             if not isinstance(success, bool):
                 raise _WireUnsupported("the SDK HTTP client answered without .success")
@@ -380,6 +387,10 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
     return None
 
 
+class _RequestTooLarge(ValueError):
+    """The encoded request is over the exporter's own size limit: split the batch."""
+
+
 class _WireUnsupported(TypeError):
     """This SDK's exporter internals are not the ones obs.otlp_wire was written against."""
 
@@ -400,7 +411,7 @@ def _takes_data(client: object) -> bool:
 class _ExporterTransport:
     """An SDK ``LogRecordExporter`` driven synchronously from the export thread."""
 
-    __slots__ = ("_encoder", "_send_bytes", "_set_timeout", "exporter", "wire")
+    __slots__ = ("_box", "_encoder", "_send_bytes", "_set_timeout", "exporter", "wire")
 
     def __init__(self, exporter: LogRecordExporter) -> None:
         self.exporter = exporter
@@ -409,17 +420,34 @@ class _ExporterTransport:
         self._send_bytes = _wire_path(exporter, self._encoder)
         #: True when requests are encoded by obs.otlp_wire (the SDK OTLP exporters).
         self.wire = self._send_bytes is not None or "_translate_data" in vars(exporter)
+        module = type(exporter).__module__
+        self._box = None
+        if module.startswith("opentelemetry.exporter.otlp.proto.http"):
+            self._box = install_http_probe(exporter)
+        elif module.startswith("opentelemetry.exporter.otlp.proto.grpc"):
+            self._box = install_grpc_probe(exporter)
 
-    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool:
+    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if self._set_timeout is not None:
             self._set_timeout(max(timeout, 0.01))
+        box = self._box
+        if box is not None:
+            box.answer = None
+        ok: bool | None = None
         if self._send_bytes is not None:
             try:
-                return self._send_bytes(self._encoder.request(batch))
+                ok = self._send_bytes(self._encoder.request(batch))
+            except _RequestTooLarge as exc:
+                return Outcome(ok=False, too_large=True, message=str(exc))
             except _WireUnsupported:  # from now on the exporter encodes and sends itself
                 self._send_bytes = None  # (this batch may arrive twice: log.record.uid)
                 self.wire = False
-        return self.exporter.export(batch) is LogRecordExportResult.SUCCESS
+        if ok is None:
+            ok = self.exporter.export(batch) is LogRecordExportResult.SUCCESS
+        answer = box.answer if box is not None else None
+        if answer is None or answer.ok != ok:
+            return Outcome(ok=ok)
+        return answer
 
     def interrupt(self) -> None:
         """Abort an export in its retry sleep (the exporter is unusable afterwards)."""
@@ -439,10 +467,10 @@ class _ProviderTransport:
         self._provider = provider
         self._logger = provider.get_logger(_SCOPE.name, _SCOPE.version)
 
-    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> bool:
+    def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         for record in batch:
             self._logger.emit(record.log_record)
-        return True
+        return Outcome(ok=True)
 
     def interrupt(self) -> None:
         return
@@ -464,6 +492,32 @@ def _bounded(fn: Callable[[], object], timeout: float) -> bool:
 def _quietly(fn: Callable[[], object]) -> None:
     with contextlib.suppress(Exception):
         fn()
+
+
+def endpoint_text(url: str | None) -> str:
+    """``url`` for messages: without its user info (a password or token), scrubbed."""
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            netloc = parts.netloc.rsplit("@", 1)[-1]
+            url = urlunsplit(parts._replace(netloc=f"[REDACTED]@{netloc}"))
+    except ValueError:
+        return "[unparsable endpoint]"
+    return scrub_text(url)
+
+
+def _split_userinfo(url: str) -> tuple[str, str]:
+    """``url`` without user info, and that user info as a Basic ``authorization`` value:
+    gRPC targets cannot carry it (the channel fails, and the SDK logs the target)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, ""
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    userinfo = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    basic = "Basic " + base64.b64encode(userinfo.encode()).decode()
+    return urlunsplit(parts._replace(netloc=netloc)), basic
 
 
 def _read_pem(path: str | None, field: str) -> bytes | None:
@@ -496,6 +550,10 @@ def build_exporter(settings: Settings) -> LogRecordExporter:
         )
 
         url = url or "http://localhost:4317"
+        headers = {k.lower(): v for k, v in settings.otlp_headers.items()}
+        url, basic = _split_userinfo(url)
+        if basic and "authorization" not in headers:
+            headers["authorization"] = basic
         scheme = urlparse(url).scheme
         secure = scheme == "https" or (scheme != "http" and ca is not None)
         credentials = grpc.ssl_channel_credentials(ca, key, cert) if secure else None
@@ -504,7 +562,7 @@ def build_exporter(settings: Settings) -> LogRecordExporter:
             insecure=not secure,
             credentials=credentials,
             # gRPC metadata keys must be lower case or every call fails
-            headers={k.lower(): v for k, v in settings.otlp_headers.items()} or None,
+            headers=headers or None,
             timeout=timeout,
             compression=grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression,
             channel_options=_GRPC_RECONNECT,
@@ -572,7 +630,9 @@ class _Counters:
         self.pending_drops: dict[str, dict[str, int]] = {}  # ... not yet reported
 
     def drop(self, reason: str, cls: int, n: int = 1) -> None:
-        name = LEVEL_NAMES[cls]
+        self.drop_named(reason, LEVEL_NAMES[cls], n)
+
+    def drop_named(self, reason: str, name: str, n: int = 1) -> None:
         for table in (self.dropped, self.pending_drops):
             per_level = table.setdefault(reason, {})
             per_level[name] = per_level.get(name, 0) + n
@@ -591,6 +651,10 @@ class ExportSink:
     __slots__ = (
         "__weakref__",
         "_abandoned",
+        "_ahead",
+        "_ahead_cond",
+        "_ahead_held",
+        "_ahead_thread",
         "_atexit",
         "_backoff",
         "_backoff_until",
@@ -598,6 +662,7 @@ class ExportSink:
         "_builder",
         "_closed",
         "_closing",
+        "_closing_replayed",
         "_cond",
         "_counters",
         "_crashes",
@@ -613,6 +678,7 @@ class ExportSink:
         "_give_up",
         "_inflight",
         "_last_drop_report",
+        "_last_reject_message",
         "_last_replay_check",
         "_lock",
         "_make_transport",
@@ -622,11 +688,13 @@ class ExportSink:
         "_ready",
         "_replay_busy",
         "_replay_due",
+        "_replay_retry_at",
         "_report",
         "_reported",
         "_reserve",
         "_settings",
         "_shutdown_ok",
+        "_sigterm",
         "_spool",
         "_thread",
         "_transport",
@@ -646,7 +714,7 @@ class ExportSink:
         self._settings = settings
         self._report = report
         self._builder = _RecordBuilder(settings, resolver)
-        self._spool = Spool(settings.spool_dir, settings.spool_max_bytes)
+        self._spool = make_spool(settings)
         self._batch_size = max(
             1, min(settings.blrp_max_export_batch_size, settings.blrp_max_queue_size)
         )
@@ -692,9 +760,50 @@ class ExportSink:
 
         self._atexit = at_exit
         atexit.register(at_exit)
+        self._sigterm: Any = None
+        if settings.handle_sigterm:
+            self._install_sigterm()
         with self._cond:
             self._replay_due = True  # replay what an earlier process left behind
             self._start_thread_locked()
+
+    def _install_sigterm(self) -> None:
+        """``OBS_HANDLE_SIGTERM``: on SIGTERM, shut the sink down within its budget (queued
+        WARNING+ spooled or counted), then chain to the handler that was there before
+        (the default one: die by the signal, as without obs)."""
+        if threading.current_thread() is not threading.main_thread():
+            self._notes.append(
+                ("otel_sigterm", "NotMainThread", "OBS_HANDLE_SIGTERM needs the main thread")
+            )
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        weak = weakref.WeakMethod(self.shutdown)
+        budget = self._settings.shutdown_timeout
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            method = weak()
+            if method is not None:  # on a thread: the interrupted code may hold our lock
+                worker = threading.Thread(target=lambda: _quietly(method), daemon=True)
+                worker.start()
+                worker.join(budget + 0.5)
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        self._sigterm = (on_sigterm, previous)
+
+    def _restore_sigterm(self) -> None:
+        """Put the previous SIGTERM handler back if ours is still the installed one."""
+        if self._sigterm is None or threading.current_thread() is not threading.main_thread():
+            return
+        ours, previous = self._sigterm
+        self._sigterm = None
+        with contextlib.suppress(Exception):
+            if signal.getsignal(signal.SIGTERM) is ours:
+                signal.signal(signal.SIGTERM, previous)
 
     def _reset_state(self) -> None:
         """Fresh lock, queue and counters (construction, and in a forked child)."""
@@ -721,8 +830,15 @@ class ExportSink:
         self._down = False
         self._replay_due = False
         self._replay_busy = False
+        self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
+        self._ahead: list[tuple[int, Payload]] = []  # WARNING+ to write ahead (collector down)
+        self._ahead_held: list[tuple[int, Payload]] | None = None  # being written
+        self._ahead_cond = threading.Condition(self._lock)
+        self._ahead_thread: _ExportThread | None = None
+        self._closing_replayed = False
         self._last_replay_check = 0.0
         self._last_drop_report = time.monotonic()
+        self._last_reject_message = ""
         self._next_due = time.monotonic() + self._settings.blrp_schedule_delay_ms / 1000.0
 
     def _after_fork_in_child(self) -> None:
@@ -753,6 +869,17 @@ class ExportSink:
             with self._lock:
                 if self._closed:
                     victim: tuple[int, Payload] | None = (cls, item)
+                elif self._down and cls >= WARNING_CLASS and not self._closing:
+                    self._counters.enqueued += 1  # collector down: written ahead to the spool
+                    self._ahead.append((cls, item))
+                    victim = None
+                    if self._ahead_thread is None:
+                        self._ahead_thread = _ExportThread(
+                            target=self._write_ahead, name="obs-otel-spool", daemon=True
+                        )
+                        self._ahead_thread.start()
+                    elif len(self._ahead) == 1:
+                        self._ahead_cond.notify()
                 else:
                     self._counters.enqueued += 1
                     queue = self._queue
@@ -776,7 +903,7 @@ class ExportSink:
     def _note(self, where: str, exc: BaseException) -> None:
         """Remember an internal failure; the export thread reports it (once per kind)."""
         with contextlib.suppress(Exception):
-            self._notes.append((where, type(exc).__name__, safe_repr(exc, 1000)))
+            self._notes.append((where, type(exc).__name__, scrub_text(safe_repr(exc, 1000))))
 
     # -- disposal: spool WARNING+, count the rest ----------------------------------------
 
@@ -784,6 +911,8 @@ class ExportSink:
         """Records that will not be exported now: spool WARNING+, count the rest dropped."""
         lines: list[dict[str, Any]] = []
         classes: list[int] = []
+        own: list[dict[str, Any]] = []  # obs' loss reports: may use the spool's reserve
+        own_classes: list[int] = []
         dropped: list[tuple[str, int]] = []
         for cls, payload in victims:
             if cls < WARNING_CLASS:
@@ -795,24 +924,88 @@ class ExportSink:
                     if isinstance(payload, ReadableLogRecord)
                     else self._builder.build(payload, cls)
                 )
-                lines.append(_RecordBuilder.to_spool(record, cls))
-                classes.append(cls)
+                line = _RecordBuilder.to_spool(record, cls)
+                if line["name"] in _LOSS_REPORTS:
+                    own.append(line)
+                    own_classes.append(cls)
+                else:
+                    lines.append(line)
+                    classes.append(cls)
             except Exception as exc:
                 self._note("otel_encode", exc)
                 dropped.append(("encode_error", cls))
         written = 0
-        if lines:
-            why = "spool_full"
+        for batch, batch_classes, reserved in ((lines, classes, False), (own, own_classes, True)):
+            if not batch:
+                continue
+            why, n = "spool_full", 0
             try:
-                written = self._spool.append(lines)
+                n = self._spool.append(batch, reserved=reserved)
             except Exception as exc:  # unwritable directory, disk full, ...
                 self._note("otel_spool", exc)
                 why = "spool_error"
-            dropped.extend((why, cls) for cls in classes[written:])
+            written += n
+            dropped.extend((why, cls) for cls in batch_classes[n:])
         with self._lock:
             self._counters.spooled += written
             for why, cls in dropped:
                 self._counters.drop(why, cls)
+            if written and not self._replay_retry_at:
+                self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+
+    def _write_ahead(self) -> None:
+        """The write-ahead thread: while the collector is known to be down, WARNING+
+        records go to the spool as they are logged, not after the next failed export
+        (which may hang in a blackholed connection), so a SIGTERM or SIGKILL loses at most
+        the few milliseconds of records not yet written."""
+        while True:
+            with self._lock:
+                while not self._ahead:
+                    if self._closing or self._closed:
+                        self._ahead_thread = None
+                        self._ahead_cond.notify_all()
+                        return
+                    self._ahead_cond.wait(1.0)
+                batch, self._ahead = self._ahead, []
+                self._ahead_held = batch
+            try:
+                self._dispose(batch, "collector_down")
+            finally:
+                with self._lock:
+                    self._ahead_held = None
+                    self._replay_due = True  # delivered by replay (also the next probe)
+                    self._ahead_cond.notify_all()
+                    self._cond.notify_all()
+
+    def _take_ahead(self, deadline: float) -> list[tuple[int, Payload]]:
+        """At shutdown: what the write-ahead thread has not taken yet (ours to spool), after
+        waiting until ``deadline`` for the batch it is writing; that one, if still not
+        written, is counted (it may yet be written: counted twice, never lost)."""
+        with self._lock:
+            while self._ahead_held is not None and time.monotonic() < deadline:
+                self._ahead_cond.wait(max(deadline - time.monotonic(), 0.001))
+            if self._ahead_held is not None:
+                for cls, _ in self._ahead_held:
+                    self._counters.drop("shutdown_in_flight", cls)
+                self._ahead_held = None
+            rest: list[tuple[int, Payload]] = list(self._ahead)
+            self._ahead = []
+            self._ahead_cond.notify_all()
+        return rest
+
+    def _dispose_until(
+        self, victims: Sequence[tuple[int, Payload]], reason: str, deadline: float
+    ) -> None:
+        """:meth:`_dispose` chunk by chunk until ``deadline``; what is left then is counted
+        as ``shutdown_timeout`` drops (cheap), so exit stays within its budget."""
+        start = 0
+        while start < len(victims) and time.monotonic() < deadline:
+            self._dispose(victims[start : start + _DISPOSE_CHUNK], reason)
+            start += _DISPOSE_CHUNK
+        if start < len(victims):
+            with self._lock:
+                for cls, _ in victims[start:]:
+                    self._counters.drop("shutdown_timeout", cls)
 
     # -- the export thread ---------------------------------------------------------------
 
@@ -851,6 +1044,11 @@ class ExportSink:
             return True
         if kind == "dispose":
             self._dispose(action[1], "shutdown")
+            with self._cond:
+                if not self._abandoned:
+                    self._inflight = None
+                    self._disposing = False
+                self._cond.notify_all()
             return True
         self._export_batch(action[1], action[2])
         return True
@@ -872,9 +1070,24 @@ class ExportSink:
                     if not self._final_reported and self._counters.pending_drops:
                         self._final_reported = True
                         return "report", nothing, 0.0
+                    if (
+                        not self._closing_replayed
+                        and not self._give_up
+                        and remaining > self._reserve + 0.05
+                        and self._spool.pending()
+                    ):  # replay what we can within the budget (one probe if it was down)
+                        self._closing_replayed = True
+                        self._replay_busy = True
+                        timeout = min(request_timeout, remaining - self._reserve)
+                        if self._down:
+                            timeout = min(timeout, _PROBE_TIMEOUT)
+                        return "replay", nothing, timeout
                     return "exit", nothing, 0.0
                 if self._give_up or remaining <= self._reserve:
-                    return "dispose", queue.drain(), 0.0
+                    chunk, _ = queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
+                    self._inflight = chunk
+                    self._disposing = True
+                    return "dispose", chunk, 0.0
                 timeout = min(request_timeout, remaining - self._reserve)
                 if self._down:
                     timeout = min(timeout, _PROBE_TIMEOUT)
@@ -890,6 +1103,10 @@ class ExportSink:
                 ):
                     self._next_due = now + delay
                     return self._take_locked(request_timeout)
+            retry = self._replay_retry_at
+            if retry and now >= retry and now >= self._backoff_until and not queue:
+                self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
+                self._replay_due = True
             if self._replay_due and (flushing or now >= self._backoff_until):
                 self._replay_due = False
                 self._replay_busy = True
@@ -900,6 +1117,8 @@ class ExportSink:
             if self._counters.pending_drops and now - self._last_drop_report >= self._drop_interval:
                 return "report", nothing, 0.0
             wake = max(self._backoff_until, self._next_due) - now if queue else delay
+            if retry and not queue:
+                wake = min(wake, max(retry, self._backoff_until) - now)
             self._cond.wait(max(min(wake, delay), 0.005))
 
     def _take_locked(self, timeout: float) -> tuple[str, list[tuple[int, Captured]], float]:
@@ -924,15 +1143,16 @@ class ExportSink:
                 self._note("otel_encode", exc)
                 with self._lock:
                     self._counters.drop("encode_error", cls)
-        ok = self._send([r for _, r in records], timeout)
+        delivered, undelivered = self._deliver(records, timeout)
+        records = undelivered
         now = time.monotonic()
         with self._cond:
             if self._abandoned:
                 return  # shutdown gave up on us and disposed of this batch itself
-            self._inflight = None
             was_down = self._down
-            if ok:
-                self._counters.exported += len(records)
+            self._counters.exported += delivered
+            if not undelivered:
+                self._inflight = None
                 self._backoff = 0.0
                 self._backoff_until = 0.0
                 self._down = False
@@ -952,6 +1172,8 @@ class ExportSink:
         finally:
             with self._cond:
                 self._disposing = False
+                if not self._abandoned:
+                    self._inflight = None  # held until spooled: shutdown counts it otherwise
                 self._cond.notify_all()
 
     def _enter_backoff_locked(self, now: float) -> None:
@@ -962,23 +1184,72 @@ class ExportSink:
             self._give_up = True
 
     def _failure_text(self) -> str:
-        target = self._settings.otlp_logs_url or self.mode
+        target = endpoint_text(self._settings.otlp_logs_url) or self.mode
         return (
             f"OTLP export to {target} failed; WARNING+ records are spooled to "
-            f"{self._settings.spool_dir} and replayed when it is reachable again"
+            f"{self._spool.directory} and replayed when it is reachable again"
         )
 
-    def _send(self, records: Sequence[ReadableLogRecord], timeout: float) -> bool:
+    def _send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
-            return True
+            return Outcome(ok=True)
         transport = self._transport
         if transport is None:
-            return False
+            return Outcome(ok=False)
         try:
             return transport.export(records, timeout)
         except Exception as exc:
             self._note("otel_export", exc)
-            return False
+            return Outcome(ok=False)
+
+    def _deliver(
+        self, records: list[tuple[int, ReadableLogRecord]], timeout: float
+    ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
+        """Send ``records`` (class, record); a request too large is split in halves, a
+        permanent rejection is narrowed down by halves to the records the collector
+        refuses, which are given up and counted ``rejected`` (so a poisoned record never
+        blocks the ones behind it). Returns (records the collector took, records left
+        undelivered by a transient failure: the collector is down or the budget is spent).
+        """
+        deadline = time.monotonic() + max(timeout, 0.05) * 2
+        parts = [records] if records else []
+        delivered = 0
+        while parts:
+            part = parts.pop()
+            if time.monotonic() > deadline and part is not records:
+                return delivered, [r for p in [*parts, part] for r in p]
+            outcome = self._send([r for _, r in part], timeout)
+            if outcome.ok:
+                delivered += len(part) - min(outcome.rejected, len(part))
+                if outcome.rejected:
+                    self._reject(part, min(outcome.rejected, len(part)), outcome.message)
+                continue
+            if not (outcome.too_large or outcome.permanent):
+                return delivered, [r for p in [*parts, part] for r in p]
+            if len(part) > 1:
+                mid = len(part) // 2
+                parts.append(part[mid:])
+                parts.append(part[:mid])
+                continue
+            self._reject(part, 1, outcome.message or "rejected by the collector")
+        return delivered, []
+
+    def _reject(self, part: list[tuple[int, ReadableLogRecord]], n: int, message: str) -> None:
+        """Count ``n`` records of ``part`` as given up for good (the collector refused them);
+        their level is known unless a partial success rejected some of a mixed batch."""
+        classes = {cls for cls, _ in part}
+        level = LEVEL_NAMES[classes.pop()] if len(classes) == 1 else "UNKNOWN"
+        with self._lock:
+            self._counters.drop_named("rejected", level, n)
+            self._last_reject_message = message
+        if (("otel_export", "Rejected")) not in self._reported:
+            self._notes.append(
+                (
+                    "otel_export",
+                    "Rejected",
+                    scrub_text(f"the collector rejected {n} log record(s) for good: {message}"),
+                )
+            )
 
     def _replay(self, timeout: float) -> None:
         """Replay the spool through the transport (another process may hold the lock)."""
@@ -987,11 +1258,17 @@ class ExportSink:
             records = []
             for doc in docs:
                 try:
-                    records.append(self._builder.from_spool(doc))
+                    cls = doc.get("cls")
+                    cls = cls if type(cls) is int and 0 <= cls < len(LEVEL_NAMES) else 3
+                    records.append((cls, self._builder.from_spool(doc)))
                 except Exception:
                     with self._lock:
                         self._counters.spool_corrupt += 1
-            ok = self._send(records, timeout)
+            ok = not self._deliver(records, timeout)[1]
+            if ok:
+                with self._cond:  # the collector is back: log straight to it again
+                    self._down = False
+                    self._backoff = self._backoff_until = 0.0
             if not ok:
                 with self._cond:
                     self._counters.failed_exports += 1
@@ -999,7 +1276,9 @@ class ExportSink:
             return ok
 
         def should_stop() -> bool:
-            return self._closing or self._abandoned or len(self._queue) >= self._batch_size
+            if self._closing:
+                return self._give_up or time.monotonic() >= self._deadline - self._reserve
+            return self._abandoned or len(self._queue) >= self._batch_size
 
         try:
             result = self._spool.replay(export, self._batch_size, should_stop)
@@ -1011,8 +1290,24 @@ class ExportSink:
             if result is not None:
                 self._counters.replayed += result.replayed
                 self._counters.spool_corrupt += result.corrupt
+                if result.refused:
+                    self._notes.append(
+                        (
+                            "otel_spool",
+                            "SpoolFileRefused",
+                            scrub_text(
+                                f"{result.refused} spool file(s) in {self._spool.directory} "
+                                "not owned by this uid or accessible to others were set "
+                                "aside (refused.*) and not replayed"
+                            ),
+                        )
+                    )
                 if not result.failed and not result.skipped and self._spool.pending():
                     self._replay_due = True  # stopped early to serve the queue
+                if result.failed or result.skipped:  # try again on the backoff schedule
+                    self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+            elif not self._closing:
+                self._replay_retry_at = time.monotonic() + _MAX_BACKOFF
             self._cond.notify_all()
 
     # -- reports -------------------------------------------------------------------------
@@ -1049,12 +1344,14 @@ class ExportSink:
             self._last_drop_report = now
         for reason, per_level in sorted(pending.items()):
             total = sum(per_level.values())
+            extra = {"collector_message": self._last_reject_message} if reason == "rejected" else {}
             self._call_report(
                 "obs_records_dropped",
                 logging.WARNING,
                 dropped=dict(per_level),
                 reason=reason,
                 body=f"{total} log records were not exported ({reason})",
+                **extra,
             )
 
     def _call_report(self, event: str, level: int, **fields: Any) -> None:
@@ -1129,6 +1426,8 @@ class ExportSink:
             or self._disposing
             or self._replay_due
             or self._replay_busy
+            or bool(self._ahead)
+            or self._ahead_held is not None
         )
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -1143,6 +1442,7 @@ class ExportSink:
                     return bool(self._shutdown_ok)
             with contextlib.suppress(Exception):
                 atexit.unregister(self._atexit)
+            self._restore_sigterm()
             self._ready = True
             self._send_reports(force=True)
             with self._cond:
@@ -1159,6 +1459,7 @@ class ExportSink:
                 thread = self._thread
                 self._cond.notify_all()
             abandoned = self._wait_for(thread, deadline)
+            self._dispose_until(self._take_ahead(deadline), "shutdown", deadline)
             with self._cond:
                 after = (
                     self._counters.spooled,
@@ -1166,7 +1467,10 @@ class ExportSink:
                     self._counters.failed_exports,
                 )
                 self._closed = True
-                self._shutdown_ok = not abandoned and before == after
+                self._shutdown_ok = not abandoned and before[1:] == after[1:]
+            self._send_reports(force=True)  # what shutdown counted: to the console and spool
+            if self._shutdown_ok and before[0] != after[0]:  # spooled, but replayed since?
+                self._shutdown_ok = not self._spool.pending()
             return self._shutdown_ok
         except Exception as exc:
             self._note("otel_shutdown", exc)
@@ -1188,10 +1492,16 @@ class ExportSink:
             if thread.is_alive():
                 with self._cond:
                     self._abandoned = True
-                    leftovers: list[tuple[int, Payload]] = list(self._inflight or [])
-                    leftovers.extend(self._queue.drain())
+                    held = list(self._inflight or [])
                     self._inflight = None
-                self._dispose(leftovers, "shutdown")
+                    leftovers: list[tuple[int, Payload]] = []
+                    if self._disposing:  # the thread is spooling them: may still finish
+                        for cls, _ in held:  # (then they are counted twice, never lost)
+                            self._counters.drop("shutdown_in_flight", cls)
+                    else:  # stuck in the network: ours to spool
+                        leftovers.extend(held)
+                    leftovers.extend(self._queue.drain())
+                self._dispose_until(leftovers, "shutdown", deadline)
                 return True
         if transport is not None:
             transport.close(max(deadline - time.monotonic(), 0.0))
@@ -1217,6 +1527,16 @@ class ExportSink:
                 "failed_exports": c.failed_exports,
                 "spool_corrupt": c.spool_corrupt,
             }
+
+
+def make_spool(settings: Settings) -> Spool:
+    """The sink's spool: ``OBS_SPOOL_DIR`` as given, or by default one directory per
+    service under ``$TMPDIR/obs-spool-$UID`` (its parent checked like the spool itself),
+    so that no program replays, or is credited with, another program's records."""
+    if "spool_dir" in settings.sources or settings.spool_dir != default_spool_dir():
+        return Spool(settings.spool_dir, settings.spool_max_bytes)
+    directory = service_dir(settings.spool_dir, settings.service_name)
+    return Spool(directory, settings.spool_max_bytes, safe_parent=True)
 
 
 def build_export_sink(

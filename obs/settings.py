@@ -108,6 +108,7 @@ class Settings:
     spool_dir: str = ""
     spool_max_bytes: int = 64 * 1024 * 1024
     shutdown_timeout: float = 3.0
+    handle_sigterm: bool = False
     stdlib_bridge: bool = True
     adopt_loggers: tuple[str, ...] = DEFAULT_ADOPT_LOGGERS
     sdk_disabled: bool = False
@@ -478,6 +479,7 @@ def load_settings(
         spool_dir=r.get("spool_dir", _text, _default_spool_dir(), "OBS_SPOOL_DIR"),
         spool_max_bytes=r.get("spool_max_bytes", _BYTES, 64 * 1024 * 1024, "OBS_SPOOL_MAX_BYTES"),
         shutdown_timeout=r.get("shutdown_timeout", _SECONDS, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
+        handle_sigterm=r.get("handle_sigterm", _bool, False, "OBS_HANDLE_SIGTERM"),
         stdlib_bridge=r.get("stdlib_bridge", _bool, True),
         adopt_loggers=r.get(
             "adopt_loggers", _logger_names, DEFAULT_ADOPT_LOGGERS, "OBS_ADOPT_LOGGERS"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -702,3 +703,42 @@ class TestBuild:
         )
         with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_CERTIFICATE"):
             build_exporter(settings)
+
+
+class TestSecrets:
+    @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+    def test_endpoint_credentials_never_reported_or_spooled(
+        self, tmp_path: Path, protocol: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Credentials in the endpoint URL appear in no error report, no drop report and no
+        spool file, even when the export to it fails (real SDK exporter, closed port)."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        settings = Settings(
+            logs_exporter="otlp",
+            otlp_protocol=protocol,
+            otlp_endpoint=f"http://obsuser:s3cr3tpw@127.0.0.1:{port}",
+            otlp_timeout=0.5,
+            spool_dir=str(tmp_path / "spool"),
+            blrp_schedule_delay_ms=20.0,
+            shutdown_timeout=2.0,
+        )
+        reports = Reports()
+        sink = ExportSink(settings, RankResolver(env={}, host="h"), reports)
+        reports.sink = sink
+        try:
+            for i in range(3):
+                sink(None, "error", ev(f"e{i}"))
+            assert not sink.force_flush(3.0)
+            sink(None, "error", ev("again"))
+            sink.force_flush(3.0)
+        finally:
+            sink.shutdown(1.0)
+        assert reports.named("obs_internal_error")
+        assert "s3cr3tpw" not in repr(reports.calls)
+        files = list((tmp_path / "spool").iterdir())
+        assert any(f.name.startswith("spool.") for f in files)
+        assert "s3cr3tpw" not in caplog.text  # the SDK's own warnings quote the endpoint
+        for f in files:
+            assert b"s3cr3tpw" not in f.read_bytes(), f.name

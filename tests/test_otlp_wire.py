@@ -175,15 +175,16 @@ class TestExportersUseIt:
         assert not _ExporterTransport(exporter).wire
 
     def test_request_over_the_size_limit_fails_the_export(self) -> None:
-        """The HTTP exporter's max_request_size still applies to our bytes (the sink then
-        spools or counts the batch as a failed export)."""
+        """The HTTP exporter's max_request_size still applies to our bytes: the export
+        fails as too large (the sink then splits the batch)."""
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
         exporter = OTLPLogExporter(endpoint="http://127.0.0.1:9/v1/logs", max_request_size=64)
         transport = _ExporterTransport(exporter)
         batch = [ReadableLogRecord(LogRecord(body="x" * 200), Resource({}))]
-        with pytest.raises(ValueError, match="exceeds 64"):
-            transport.export(batch, 1.0)
+        outcome = transport.export(batch, 1.0)
+        assert (False, True) == (outcome.ok, outcome.too_large)
+        assert "exceeds 64" in outcome.message
         exporter.shutdown()  # type: ignore[no-untyped-call]
 
     def test_unexpected_client_answer_falls_back_to_the_sdk_path(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from obs._spool import Spool
+from obs._spool import Spool, SpoolRefused
 
 
 def _docs(n: int, start: int = 0) -> list[dict[str, Any]]:
@@ -60,9 +60,19 @@ class TestAppend:
         """Lines beyond ``max_bytes`` are refused and the count that fit is returned."""
         line = len(json.dumps(_docs(1)[0], separators=(",", ":"))) + 1
         spool = Spool(str(tmp_path), line * 3 + 5)
-        assert 3 == spool.append(_docs(5))
-        assert 0 == spool.append(_docs(1, 9))
+        assert 3 == spool.append(_docs(5), reserved=True)
+        assert 0 == spool.append(_docs(1, 9), reserved=True)
         assert line * 3 == spool.size()
+
+    def test_reserve_is_kept_for_loss_reports(self, tmp_path: Path) -> None:
+        """Ordinary records stop short of the reserve; obs' loss reports can still be
+        written when the spool is otherwise full."""
+        line = len(json.dumps(_docs(1, 10)[0], separators=(",", ":"))) + 1
+        spool = Spool(str(tmp_path), line * 16)
+        assert line * 2 == spool.reserve
+        assert 14 == spool.append(_docs(20, 10))
+        assert 0 == spool.append(_docs(1, 30))
+        assert 2 == spool.append(_docs(3, 40), reserved=True)
 
     def test_pending(self, tmp_path: Path) -> None:
         """pending() is False for a missing or empty spool and True once written."""
@@ -198,3 +208,90 @@ class TestReplay:
             out, _ = proc.communicate(timeout=25)
             uids.extend(json.loads(out))
         assert sorted(f"u{i}" for i in range(400)) == sorted(uids)
+
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="chown to a second uid needs root")
+
+
+class TestHostileDirectory:
+    """Another local user must not redirect, poison or loosen the spool (issue 11 item 6)."""
+
+    def test_symlinked_directory_is_refused_and_left_alone(self, tmp_path: Path) -> None:
+        """A symlink at the spool path is not followed: nothing is written through it and
+        the directory it points to keeps its mode."""
+        target = tmp_path / "victims-dir"
+        target.mkdir(mode=0o755)
+        target.chmod(0o755)
+        (tmp_path / "spool").symlink_to(target)
+        with pytest.raises(SpoolRefused):
+            Spool(str(tmp_path / "spool"), 1 << 20).append(_docs(1))
+        assert 0o755 == stat.S_IMODE(os.stat(target).st_mode)
+        assert [] == os.listdir(target)
+
+    def test_loose_directory_is_refused_not_chmodded(self, tmp_path: Path) -> None:
+        """A group/other-writable directory obs did not create is refused, mode unchanged."""
+        loose = tmp_path / "loose"
+        loose.mkdir()
+        loose.chmod(0o777)
+        with pytest.raises(SpoolRefused):
+            Spool(str(loose), 1 << 20).append(_docs(1))
+        assert 0o777 == stat.S_IMODE(os.stat(loose).st_mode)
+        assert [] == os.listdir(loose)
+
+    def test_readable_directory_of_ours_is_used_unchanged(self, tmp_path: Path) -> None:
+        """A 0755 directory of the current user is used as it is (never chmodded)."""
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        mine.chmod(0o755)
+        assert 1 == Spool(str(mine), 1 << 20).append(_docs(1))
+        assert 0o755 == stat.S_IMODE(os.stat(mine).st_mode)
+
+    @needs_root
+    def test_directory_of_another_uid_is_refused(self, tmp_path: Path) -> None:
+        """A spool directory owned by another uid is refused."""
+        other = tmp_path / "other"
+        other.mkdir(mode=0o700)
+        os.chown(other, NOBODY, NOBODY)
+        with pytest.raises(SpoolRefused):
+            Spool(str(other), 1 << 20).append(_docs(1))
+
+    def test_symlink_flipped_mid_run_gets_no_records(self, tmp_path: Path) -> None:
+        """Replacing the spool directory with a symlink mid-run sends nothing to its target."""
+        real = tmp_path / "spool"
+        spool = Spool(str(real), 1 << 20)
+        assert 1 == spool.append(_docs(1))
+        attacker = tmp_path / "attacker"
+        attacker.mkdir(mode=0o700)
+        real.rename(tmp_path / "moved")
+        real.symlink_to(attacker)
+        with pytest.raises(SpoolRefused):
+            spool.append(_docs(5, 1))
+        assert [] == os.listdir(attacker)
+
+    @needs_root
+    @pytest.mark.parametrize("name", ["spool.jsonl", "spool.replay.jsonl"])
+    def test_planted_file_of_another_uid_is_never_replayed(self, tmp_path: Path, name: str) -> None:
+        """A spool file owned by another uid is set aside, never replayed or appended to."""
+        forged = tmp_path / name
+        forged.write_text(json.dumps({"uid": "forged", "sev": "FATAL"}) + "\n")
+        forged.chmod(0o600)
+        os.chown(forged, NOBODY, NOBODY)
+        spool = Spool(str(tmp_path), 1 << 20)
+        assert 1 == spool.append(_docs(1))
+        sink = Collector()
+        spool.replay(sink, batch_size=10)
+        assert ["u0"] == sink.uids
+        refused = [n for n in os.listdir(tmp_path) if n.startswith(f"refused.{name}.")]
+        assert 1 == len(refused)
+        assert NOBODY == os.stat(tmp_path / refused[0]).st_uid
+
+    def test_file_readable_by_others_is_never_replayed(self, tmp_path: Path) -> None:
+        """A replay file with a mode other than owner-only is set aside, not replayed."""
+        forged = tmp_path / "spool.replay.jsonl"
+        forged.write_text(json.dumps({"uid": "forged"}) + "\n")
+        forged.chmod(0o644)
+        sink = Collector()
+        result = Spool(str(tmp_path), 1 << 20).replay(sink, batch_size=10)
+        assert ([], 1) == (sink.uids, result.refused)
+        assert any(n.startswith("refused.spool.replay.jsonl.") for n in os.listdir(tmp_path))

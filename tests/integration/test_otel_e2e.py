@@ -341,7 +341,14 @@ class TestCollectorFaults:
             log.warning("bad_ca_warning", i=0)
             assert not obs.flush(timeout=2.5)
             assert [] == rx.records
-            assert 2 == sink().stats()["spooled"]
+            spooled = [
+                json.loads(line)["name"]
+                for f in (tmp_path / "spool").glob("spool*.jsonl")
+                for line in f.read_text().splitlines()
+            ]  # and the ExportFailed report, written ahead once the collector is down
+            assert ["bad_ca_error", "bad_ca_warning"] == sorted(
+                n for n in spooled if n.startswith("bad_ca_")
+            )
             reported = [r for r in console(console_out) if r.get("event") == "obs_internal_error"]
             assert ["ExportFailed"] == [r["error_type"] for r in reported]
             configure(url, protocol, tmp_path / "spool", otlp_certificate=cert)

@@ -1,0 +1,208 @@
+"""What a collector answered to one export request, read from the SDK exporters' wire.
+
+The SDK's OTLP exporters reduce every answer to SUCCESS / FAILURE, which is not enough to
+deliver under real faults: a request that is too large must be split, a record the
+collector rejects for good must be given up (and counted) instead of blocking the spool,
+and a ``partial_success`` says how many records of an accepted request were dropped. The
+probes here sit between the exporter and its wire (HTTP transport, gRPC stub) and keep the
+last answer; :class:`Outcome` classifies it.
+
+Written against opentelemetry-exporter-otlp 1.45's private names (``_client._transport``,
+``_client`` / ``_initialize_channel_and_stub``); where they are missing, outcomes carry
+only ok / not ok, as before.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Outcome", "install_grpc_probe", "install_http_probe"]
+
+import dataclasses
+from typing import Any
+
+from obs.encode import scrub_text
+
+#: HTTP answers that no retry of the same request can fix (besides 413, too large).
+_PERMANENT_HTTP = frozenset({400, 422})
+_SIZE_WORDS = ("larger than max", "too large", "exceeds", "message size")
+
+
+@dataclasses.dataclass(slots=True)
+class Outcome:
+    """One export request's result; truthy when the collector accepted it."""
+
+    ok: bool
+    too_large: bool = False  # split the batch and retry the halves
+    permanent: bool = False  # retrying the same records cannot succeed
+    rejected: int = 0  # partial_success.rejected_log_records of an accepted request
+    message: str = ""  # the collector's words (scrubbed, bounded)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def _text(raw: object) -> str:
+    return scrub_text(str(raw))[:500]
+
+
+class _Box:
+    """The last answer a probe saw (one export at a time: the export thread's)."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self) -> None:
+        self.answer: Outcome | None = None
+
+
+# --- HTTP -----------------------------------------------------------------------------------
+
+
+class _HTTPProbe:
+    """Wraps the HTTP client's transport: classifies each response it returns."""
+
+    def __init__(self, inner: Any, box: _Box) -> None:
+        self._inner = inner
+        self._box = box
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._inner.request(*args, **kwargs)
+        try:
+            self._box.answer = _classify_http(result)
+        except Exception:  # a body we cannot read: plain ok / not ok
+            self._box.answer = None
+        return result
+
+
+def _classify_http(result: Any) -> Outcome | None:
+    status = getattr(result, "status_code", None)
+    if not isinstance(status, int):
+        return None
+    if 200 <= status < 300:
+        return _partial(result.content())
+    message = _http_message(result)
+    if status == 413:
+        return Outcome(ok=False, too_large=True, message=message)
+    return Outcome(ok=False, permanent=status in _PERMANENT_HTTP, message=message)
+
+
+def _http_message(result: Any) -> str:
+    """The collector's message: a google.rpc.Status body, else its text, else the reason."""
+    from google.rpc import status_pb2  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    try:
+        body = result.content()
+    except Exception:
+        body = b""
+    if body:
+        try:
+            message = status_pb2.Status.FromString(body).message
+            if message:
+                return _text(message)
+        except Exception:  # noqa: S110 - not protobuf: use the text
+            pass
+        return _text(body.decode("utf-8", "replace").strip())
+    return _text(getattr(result, "reason", "") or f"HTTP {result.status_code}")
+
+
+def _partial(body: bytes) -> Outcome:
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
+
+    if not body:
+        return Outcome(ok=True)
+    try:
+        response = logs_service_pb2.ExportLogsServiceResponse.FromString(body)
+    except Exception:
+        return Outcome(ok=True)
+    return _from_response(response)
+
+
+def _from_response(response: Any) -> Outcome:
+    partial = response.partial_success
+    return Outcome(
+        ok=True,
+        rejected=max(int(partial.rejected_log_records), 0),
+        message=_text(partial.error_message) if partial.error_message else "",
+    )
+
+
+def install_http_probe(exporter: Any) -> _Box | None:
+    """Put a probe on an SDK HTTP exporter's transport; None when its internals differ."""
+    client = getattr(exporter, "_client", None)
+    inner = getattr(client, "_transport", None)
+    if inner is None or not callable(getattr(inner, "request", None)):
+        return None
+    box = _Box()
+    client._transport = _HTTPProbe(inner, box)  # type: ignore[union-attr]
+    return box
+
+
+# --- gRPC -----------------------------------------------------------------------------------
+
+
+def install_grpc_probe(exporter: Any) -> _Box | None:
+    """Put a probe on an SDK gRPC exporter's stub (and on the stubs it makes when it
+    reconnects); None when its internals differ."""
+    import grpc  # noqa: PLC0415
+
+    init = getattr(exporter, "_initialize_channel_and_stub", None)
+    if not callable(init) or not hasattr(exporter, "_client"):
+        return None
+    box = _Box()
+
+    class Final(grpc.RpcError):  # type: ignore[misc]
+        """The same error, under a code the SDK does not retry (we split / give up)."""
+
+        def __init__(self, error: Any) -> None:
+            super().__init__()
+            self._error = error
+
+        def code(self) -> Any:
+            return grpc.StatusCode.INVALID_ARGUMENT
+
+        def details(self) -> Any:
+            return self._error.details()
+
+        def trailing_metadata(self) -> Any:
+            return ()
+
+    class Stub:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def Export(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                response = self._inner.Export(*args, **kwargs)
+            except grpc.RpcError as error:
+                box.answer = _classify_grpc(error)
+                if box.answer.too_large or box.answer.permanent:
+                    raise Final(error) from error
+                raise
+            box.answer = _from_response(response)
+            return response
+
+    def reinit() -> None:
+        init()
+        exporter._client = Stub(exporter._client)
+
+    exporter._initialize_channel_and_stub = reinit
+    exporter._client = Stub(exporter._client)
+    return box
+
+
+def _classify_grpc(error: Any) -> Outcome:
+    import grpc  # noqa: PLC0415
+
+    try:
+        code, details = error.code(), _text(error.details() or "")
+    except Exception:
+        return Outcome(ok=False)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and any(
+        word in details.lower() for word in _SIZE_WORDS
+    ):
+        return Outcome(ok=False, too_large=True, message=details)
+    return Outcome(ok=False, permanent=code == grpc.StatusCode.INVALID_ARGUMENT, message=details)
