@@ -8,6 +8,10 @@ plugin with ``VLLM_CONFIGURE_LOGGING=0``, and ``VLLM_LOGGING_CONFIG_PATH`` namin
 costs seconds of CPU per process); each is told apart at the receiver by a resource
 attribute. Needs vLLM (``make`` installs it); ``OBS_REQUIRE_VLLM=1`` (set by ``make``)
 turns a missing vLLM into a failure rather than a skip.
+
+The plugin scenario also sets ``OBS_VLLM_FI_AR=1``: its main process calls vLLM's FlashInfer
+allreduce getters on a real gloo group with the real flashinfer on a CPU (one vLLM import
+for both checks).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ LAUNCHER = HERE / "_vllm_worker.py"
 EXAMPLE = HERE.parents[1] / "examples" / "vllm-logging.json"
 PROCESSES = ("main", "fork", "spawn")
 SCENARIOS = {
-    "plugin": {"OBS_VLLM": "1"},
+    "plugin": {"OBS_VLLM": "1", "OBS_VLLM_FI_AR": "1"},
     "plugin_no_vllm_config": {"OBS_VLLM": "1", "VLLM_CONFIGURE_LOGGING": "0"},
     "config_path": {"VLLM_LOGGING_CONFIG_PATH": str(EXAMPLE)},
 }
@@ -137,3 +141,25 @@ def test_each_record_reaches_the_receiver_once(
         for where in ("main", *METHODS[scenario])
     )
     assert expected == sorted(r["body"] for r in mine)
+
+
+def test_fi_ar_getters_are_comms_and_report_no_cuda(
+    runs: tuple[dict[str, Run], OTLPReceiver],
+) -> None:
+    """OBS_VLLM_FI_AR=1: after vLLM loads its plugins, the getters its fusion modules import
+    are comm's; on a CPU both return None and the receiver gets one
+    workspace_terminal_failure per chain with the real flashinfer failure, reason no_cuda."""
+    run, receiver = runs[0]["plugin"], runs[1]
+    (line,) = run.lines_with("FI_AR ")
+    assert {"modules": ["comm.flashinfer_allreduce"] * 3, "results": [True, True]} == json.loads(
+        line.split("FI_AR ", 1)[1]
+    )
+    terminal = [
+        r
+        for r in receiver.records
+        if r["event_name"] == "workspace_terminal_failure"
+        and r["resource"].get("scenario") == "plugin"
+    ]
+    assert [("fi_ar", ["no_cuda", "no_cuda"]), ("fi_ar_quant", ["no_cuda", "no_cuda"])] == sorted(
+        (r["attributes"]["chain"], list(r["attributes"]["reasons"])) for r in terminal
+    )
