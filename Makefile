@@ -5,6 +5,10 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-install
+# vLLM for the integration tests: --no-deps, so pip never resolves vLLM's pins (they would
+# replace the CPU torch); only the imports the tested code paths need, pinned.
+VLLM_REQS := requirements/vllm-test.txt
+VLLM_STAMP := $(VENV)/.stamp-vllm
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 SRC := obs comm
 LINTED := obs comm tests benchmarks examples
@@ -21,7 +25,16 @@ $(STAMP): pyproject.toml Makefile
 		|| { echo "setup: the project failed to install"; exit 1; }
 	@touch $@
 
-setup: $(STAMP)
+$(VLLM_STAMP): $(STAMP) $(VLLM_REQS)
+	@echo "setup: installing vLLM's test dependencies with --no-deps ($(VLLM_REQS))"
+	@$(PIP) --no-deps -r $(VLLM_REQS) 2>&1 | grep -v "is ignored: it is neither" || true
+	@$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$(TORCH_SPEC)'.split('==')[-1] else 1)" \
+		|| { echo "setup: torch changed while installing vLLM's test dependencies"; exit 1; }
+	@$(BIN)/python -c "import vllm.logger, vllm.plugins, vllm.config.logging, vllm.distributed.device_communicators.flashinfer_all_reduce" \
+		|| { echo "setup: vLLM's test dependencies failed to install"; exit 1; }
+	@touch $@
+
+setup: $(STAMP) $(VLLM_STAMP)
 
 lint: setup
 	$(BIN)/ruff check $(LINTED)
@@ -31,7 +44,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 pytest: setup
-	$(BIN)/python -m pytest
+	OBS_REQUIRE_VLLM=1 $(BIN)/python -m pytest
 
 test: lint typecheck pytest
 

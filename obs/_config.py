@@ -72,6 +72,17 @@ class Holder:
                     )
             return self.runtime
 
+    def configure_from_env(self) -> Runtime:
+        """The runtime, configured from the environment (OTLP export included) if nothing
+        configured obs yet; a bad variable falls back to :meth:`ensure`. Never raises."""
+        with self._lock:
+            if self.runtime is None:
+                try:
+                    self.configure({})
+                except Exception:
+                    return self.ensure()
+            return self.runtime or self.ensure()
+
     def configure(self, overrides: dict[str, Any]) -> Settings:
         """Build a new runtime from settings and swap it in; the old one is flushed.
 

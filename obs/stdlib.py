@@ -12,8 +12,14 @@ root handler, so ``configure()`` adopts them (``OBS_ADOPT_LOGGERS``): their cons
 handlers are taken off and they propagate, so their records come out once, through obs.
 Other handlers (files, torch's trace handler) stay. Removing the bridge gives them back.
 
-``init_logger(name)`` returns a :class:`VllmLogger`: a ``logging.LoggerAdapter`` with
-``debug_once/info_once/warning_once/error_once(msg, *args, scope="local")``. It keeps
+:class:`Handler` is the same bridge for a ``logging.config.dictConfig`` (``"class":
+"obs.stdlib.Handler"``, e.g. in vLLM's ``VLLM_LOGGING_CONFIG_PATH``): it configures obs
+from the environment on its first record if nothing did, and a record it wrote is not
+written again by the root handler, so every record comes out once.
+
+``init_logger(name)`` returns ``logging.getLogger(name)`` with
+``debug_once/info_once/warning_once/error_once(msg, *args, scope="local")`` bound on the
+instance, as vLLM's does. It keeps
 vLLM's semantics where they are right (scope checked before the cache, caller's line) and
 fixes where they are wrong: no eviction re-fire, no TypeError on unhashable args, no args
 kept alive by the cache, repeats counted and summarised.
@@ -22,6 +28,7 @@ kept alive by the cache, repeats counted and summarised.
 from __future__ import annotations
 
 __all__ = [
+    "Handler",
     "ObsHandler",
     "VllmLogger",
     "adopt_loggers",
@@ -30,12 +37,14 @@ __all__ = [
     "remove_bridge",
 ]
 
+import contextlib
 import logging
 import os
 import sys
 import threading
-from collections.abc import Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Iterable
+from types import MethodType
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from obs.dedup import OVERFLOW
 from obs.settings import DEFAULT_ADOPT_LOGGERS
@@ -64,12 +73,60 @@ class ObsHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         """Process ``record``. One logged while this thread is inside obs (a signal handler,
         a finaliser) is deferred by the runtime and written after, never looped or blocked."""
+        if getattr(record, _HANDLED, False):  # an obs Handler on its logger wrote it
+            return
         try:
-            runtime = self._holder.runtime or self._holder.ensure()
-            export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
-            runtime.log_record(record, export=export)
+            _log_record(self._holder, record)
         except Exception:
             self.reentrant_drops += 1
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
+
+
+#: Set on a record an obs handler wrote, so another obs handler up the tree skips it.
+_HANDLED = "_obs_handled"
+
+
+def _log_record(holder: Holder, record: logging.LogRecord) -> None:
+    """Hand ``record`` to the current runtime (the OTel SDK's own records not exported)."""
+    setattr(record, _HANDLED, True)
+    runtime = holder.runtime or holder.ensure()
+    export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
+    runtime.log_record(record, export=export)
+
+
+class Handler(logging.Handler):
+    """A handler for ``dictConfig`` by class path (``"class": "obs.stdlib.Handler"``).
+
+    Records go through the current obs runtime: JSON lines, rank fields, OTLP export. If
+    nothing configured obs, the first record configures it from the environment (as
+    ``obs.configure()`` would). Formatters are ignored: obs renders. ``stream`` is
+    accepted so vLLM's handler entry can name this class unchanged; ``OBS_STREAM`` decides.
+
+    .. versionadded:: unreleased
+    """
+
+    def __init__(self, level: int | str = logging.NOTSET, stream: object = None) -> None:
+        super().__init__(level)
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        """Configure obs first if needed, outside this handler's lock (configuring takes
+        the logging module's lock, which ``dictConfig`` holds while it takes ours)."""
+        from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
+
+        if STATE.runtime is None:
+            STATE.configure_from_env()
+        return super().handle(record)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Process ``record`` once, never raising into the application."""
+        if getattr(record, _HANDLED, False):
+            return
+        from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
+
+        with contextlib.suppress(Exception):
+            _log_record(STATE, record)
 
     def handleError(self, record: logging.LogRecord) -> None:
         """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
@@ -217,65 +274,72 @@ def remove_bridge(holder: Holder) -> None:
     holder.bridge = None
 
 
-class VllmLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """A stdlib logger with vLLM's ``*_once(msg, *args, scope=...)`` methods.
+class VllmLogger(logging.Logger):
+    """Type of what :func:`init_logger` returns: a plain ``logging.Logger`` whose instance
+    carries ``debug_once/info_once/warning_once/error_once(msg, *args, scope=...)``.
 
-    Everything else (``info``, ``setLevel``, ``handlers``, ...) is the wrapped
-    ``logging.Logger``'s.
+    Never instantiated (as vLLM's ``_VllmLogger``): the methods are bound on the real
+    logger, so ``propagate``, pickling, ``isinstance`` and ``logging.getLogger(name)``
+    behave as for any logger.
     """
-
-    def __init__(self, logger: logging.Logger, holder: Holder) -> None:
-        super().__init__(logger, {})
-        self._holder = holder
-
-    def process(
-        self, msg: Any, kwargs: MutableMapping[str, Any]
-    ) -> tuple[Any, MutableMapping[str, Any]]:
-        """Pass ``extra`` through untouched (the base class would replace it)."""
-        return msg, kwargs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.logger, name)
-
-    def _once(self, level: int, msg: object, args: tuple[Any, ...], scope: object) -> None:
-        logger = self.logger
-        if not logger.isEnabledFor(level):
-            return
-        try:
-            runtime = self._holder.runtime or self._holder.ensure()
-            admitted = runtime.admit_once(logger.name, level, msg, args, scope)
-        except Exception:  # fail open, as vLLM's rank checks do
-            admitted = True
-        if not admitted:
-            return
-        extra = {"scope": scope}
-        if admitted == OVERFLOW:
-            extra["dedup_overflow"] = True
-        # stacklevel 3: _once -> *_once -> the caller's line.
-        logger.log(level, msg, *args, stacklevel=3, extra=extra)
 
     def debug_once(self, msg: object, *args: Any, scope: object = "local") -> None:
         """``debug`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        self._once(logging.DEBUG, msg, args, scope)
+        _once(self, logging.DEBUG, msg, args, scope)
 
     def info_once(self, msg: object, *args: Any, scope: object = "local") -> None:
         """``info`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        self._once(logging.INFO, msg, args, scope)
+        _once(self, logging.INFO, msg, args, scope)
 
     def warning_once(self, msg: object, *args: Any, scope: object = "local") -> None:
         """``warning`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        self._once(logging.WARNING, msg, args, scope)
+        _once(self, logging.WARNING, msg, args, scope)
 
     def error_once(self, msg: object, *args: Any, scope: object = "local") -> None:
         """``error`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        self._once(logging.ERROR, msg, args, scope)
+        _once(self, logging.ERROR, msg, args, scope)
+
+
+def _once(
+    logger: logging.Logger, level: int, msg: object, args: tuple[Any, ...], scope: object
+) -> None:
+    """Log once per key on the selected ranks: scope is decided before the key is used,
+    the key is a stable encoding (no eviction re-fire, unhashable args fine, nothing kept
+    alive), and repeats are counted by the current runtime."""
+    if not logger.isEnabledFor(level):
+        return
+    from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
+
+    try:
+        runtime = STATE.runtime or STATE.ensure()
+        admitted = runtime.admit_once(logger.name, level, msg, args, scope)
+    except Exception:  # fail open, as vLLM's rank checks do
+        admitted = True
+    if not admitted:
+        return
+    extra = {"scope": scope}
+    if admitted == OVERFLOW:
+        extra["dedup_overflow"] = True
+    # stacklevel 3: _once -> *_once -> the caller's line.
+    logger.log(level, msg, *args, stacklevel=3, extra=extra)
+
+
+_ONCE_METHODS = {
+    "debug_once": VllmLogger.debug_once,
+    "info_once": VllmLogger.info_once,
+    "warning_once": VllmLogger.warning_once,
+    "error_once": VllmLogger.error_once,
+}
 
 
 def init_logger(name: str) -> VllmLogger:
-    """A vLLM-compatible logger: ``init_logger(__name__).warning_once("x %s", a)``.
+    """``logging.getLogger(name)`` with vLLM's ``*_once`` methods bound on the instance:
+    ``init_logger(__name__).warning_once("x %s", a, scope="global")``.
 
-    .. versionadded:: 0.1.0
+    .. versionchanged:: unreleased
+       Returns the real ``logging.Logger`` (was a ``LoggerAdapter``), as vLLM's does.
     """
-    from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
-
-    return VllmLogger(logging.getLogger(name), STATE)
+    logger = logging.getLogger(name)
+    for method_name, method in _ONCE_METHODS.items():
+        setattr(logger, method_name, MethodType(method, logger))
+    return cast(VllmLogger, logger)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import logging.config
+import pickle
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -235,27 +237,45 @@ class TestNoExport:
 
 
 class TestInitLogger:
-    def test_is_a_logger_adapter(self) -> None:
-        """init_logger returns a LoggerAdapter over logging.getLogger(name)."""
+    def test_is_the_real_logger(self) -> None:
+        """init_logger returns logging.getLogger(name) itself, the methods on the instance."""
         logger = init_logger("vllm.compat")
-        assert (True, True, "vllm.compat") == (
-            isinstance(logger, logging.LoggerAdapter),
-            logger.logger is logging.getLogger("vllm.compat"),
-            logger.name,
+        assert (True, True, True) == (
+            logger is logging.getLogger("vllm.compat"),
+            isinstance(logger, logging.Logger),
+            callable(getattr(logging.getLogger("vllm.compat"), "warning_once", None)),
         )
 
-    def test_delegates_to_the_logger(self) -> None:
-        """Logger attributes (setLevel, isEnabledFor, handlers) are the wrapped logger's."""
+    def test_propagate_and_level_are_the_loggers(self) -> None:
+        """Setting propagate or the level on what init_logger returned changes the logger."""
         logger = init_logger("vllm.compat.delegate")
+        logger.propagate = False
         logger.setLevel(logging.ERROR)
+        real = logging.getLogger("vllm.compat.delegate")
         try:
-            assert (False, True, []) == (
-                logger.isEnabledFor(logging.WARNING),
-                logger.isEnabledFor(logging.ERROR),
-                logger.handlers,
+            assert (False, False, True) == (
+                real.propagate,
+                real.isEnabledFor(logging.WARNING),
+                real.isEnabledFor(logging.ERROR),
             )
         finally:
-            logging.getLogger("vllm.compat.delegate").setLevel(logging.NOTSET)
+            real.propagate = True
+            real.setLevel(logging.NOTSET)
+
+    def test_pickles_to_the_same_logger(self) -> None:
+        """pickle round-trips to the same logger, *_once methods included (as vLLM's)."""
+        logger = init_logger("vllm.compat.pickled")
+        again = pickle.loads(pickle.dumps(logger))
+        assert (True, True) == (again is logger, callable(again.info_once))
+
+    def test_once_through_get_logger(self, configure_json: Configure) -> None:
+        """A *_once call through logging.getLogger(name) after init_logger is deduped."""
+        read = configure_json()
+        init_logger("vllm.compat.get")
+        logger: Any = logging.getLogger("vllm.compat.get")
+        logger.warning_once("same %s", "x")
+        logger.warning_once("same %s", "x")
+        assert ["same x"] == [r["body"] for r in read()]
 
     def test_200_keys_then_first_again(self, configure_json: Configure) -> None:
         """200 distinct keys then the first again: the first is not re-logged (no eviction)."""
@@ -387,9 +407,12 @@ class TestInitLogger:
         logger.warning_once("early")
         assert ["early"] == [r.getMessage() for r in caplog.records]
 
-    def test_is_vllm_logger(self) -> None:
-        """init_logger returns obs' VllmLogger."""
-        assert isinstance(init_logger("x"), VllmLogger)
+    def test_vllm_logger_is_a_type_only(self) -> None:
+        """VllmLogger is the typing view of a plain Logger; no instance of it is made."""
+        assert (True, False) == (
+            issubclass(VllmLogger, logging.Logger),
+            isinstance(init_logger("x"), VllmLogger),
+        )
 
 
 @pytest.fixture
@@ -590,3 +613,86 @@ class TestAdoption:
             logger.removeHandler(handler)
             stream.close()
             logger.propagate = True
+
+
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "vllm-logging.json"
+
+
+@pytest.fixture
+def restore_vllm_logger() -> Iterator[logging.Logger]:
+    """Undo what a dictConfig did to the ``vllm`` logger (handlers, propagate, level)."""
+    logger = logging.getLogger("vllm")
+    try:
+        yield logger
+    finally:
+        obs.testing.reset()
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+
+
+class TestHandler:
+    def test_example_config_configures_obs_from_env_and_exports(
+        self,
+        *,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+        json_lines: Callable[[str], list[dict[str, Any]]],
+        otlp_receiver: obs.testing.OTLPReceiver,
+        restore_vllm_logger: logging.Logger,
+        tmp_path: Path,
+    ) -> None:
+        """examples/vllm-logging.json loads with dictConfig; with nothing configured, the
+        first vllm.* record configures obs from the env: one JSON line and one OTLP record."""
+        monkeypatch.setenv("OBS_FORMAT", "json")
+        monkeypatch.setenv("OBS_SPOOL_DIR", str(tmp_path))
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_receiver.http_endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv("OTEL_BLRP_SCHEDULE_DELAY", "50")
+        logging.config.dictConfig(json.loads(EXAMPLE_CONFIG.read_text()))
+        assert STATE.runtime is None  # nothing happens before the first record
+        logging.getLogger("vllm.engine").info("loaded %s in %d s", "llama", 3)
+        assert obs.flush(timeout=10.0)
+        (line,) = json_lines(capsys.readouterr().err)
+        assert ("loaded llama in 3 s", "vllm.engine", 0) == (
+            line["body"],
+            line["logger"],
+            line["rank"],
+        )
+        (record,) = otlp_receiver.wait_for(
+            predicate=lambda r: r["attributes"].get("logger") == "vllm.engine"
+        )
+        assert ("loaded llama in 3 s", 9) == (record["body"], record["severity_number"])
+
+    def test_once_with_the_root_bridge(
+        self, configure_json: Configure, restore_vllm_logger: logging.Logger
+    ) -> None:
+        """A Handler on a propagating logger plus obs' root handler: each record once."""
+        read = configure_json()
+        logging.config.dictConfig(
+            {
+                "version": 1,
+                "disable_existing_loggers": False,
+                "handlers": {"obs": {"class": "obs.stdlib.Handler", "stream": "ext://sys.stdout"}},
+                "loggers": {"vllm": {"handlers": ["obs"], "level": "INFO", "propagate": True}},
+            }
+        )
+        logging.getLogger("vllm.x").warning("twice?")
+        assert ["twice?"] == [r["body"] for r in read()]
+
+    def test_bad_env_never_raises(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+        restore_vllm_logger: logging.Logger,
+    ) -> None:
+        """A bad OBS_ variable on first use: the record is still written, with the
+        problem reported, and nothing raises."""
+        monkeypatch.setenv("OBS_LEVEL", "LOUD")
+        monkeypatch.setenv("OBS_FORMAT", "json")
+        restore_vllm_logger.addHandler(obs.stdlib.Handler())
+        restore_vllm_logger.propagate = False
+        restore_vllm_logger.warning("still here")
+        err = capsys.readouterr().err
+        assert (True, True) == ("still here" in err, "OBS_LEVEL" in err)

@@ -1,0 +1,106 @@
+"""The vLLM general plugin: obs in every vLLM process, enabled by ``OBS_VLLM=1``.
+
+vLLM loads ``vllm.general_plugins`` entry points in the main process (before it applies
+its ``LoggingConfig``), in the engine core and in every worker, fork or spawn (after the
+worker applied the config it was handed). With ``OBS_VLLM`` unset or false the plugin does
+nothing. Enabled, in each process it:
+
+- points ``VLLM_LOGGING_CONFIG_PATH`` at obs' dictConfig (the ``vllm`` logger's only
+  handler is :class:`obs.stdlib.Handler`) unless the user set one or turned vLLM's logging
+  configuration off, so every later ``configure_logging(LoggingConfig())`` of vLLM, here and
+  in the processes it starts (they inherit the environment and the config), installs obs
+  rather than its text handler. That is vLLM's documented hook: nothing of vLLM is patched;
+- configures obs from the environment if nothing did, which also takes over a console
+  handler vLLM already put on ``vllm`` in this process (a worker's, configured before the
+  plugin loaded).
+
+Records of ``vllm.*`` then go through obs exactly once: the obs handler marks what it wrote
+and the root bridge skips it. The plugin never raises into vLLM.
+
+.. versionadded:: unreleased
+"""
+
+from __future__ import annotations
+
+__all__ = ["CONFIG_PATH", "ENABLE_VAR", "enabled", "register"]
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from obs.errors import ConfigError
+from obs.settings import _bool
+
+#: The variable that turns the plugin on (``1``/``true``); anything else leaves vLLM as is.
+ENABLE_VAR = "OBS_VLLM"
+#: obs' dictConfig for vLLM (the same as ``examples/vllm-logging.json``).
+CONFIG_PATH = str(Path(__file__).with_name("vllm-logging.json"))
+
+
+def enabled(var: str = ENABLE_VAR) -> bool:
+    """Whether ``var`` is set true; a bad value counts as off (reported by :func:`register`)."""
+    try:
+        return _bool(var, os.environ.get(var, ""))
+    except ConfigError:
+        return False
+
+
+def _vllm_configures_logging() -> bool:
+    """``VLLM_CONFIGURE_LOGGING`` as vLLM reads it (default on): through ``vllm.envs``
+    when vLLM loaded it (it may cache values), else as its parser does."""
+    envs = sys.modules.get("vllm.envs")
+    try:
+        if envs is not None:
+            return bool(envs.VLLM_CONFIGURE_LOGGING)
+        return bool(int(os.environ.get("VLLM_CONFIGURE_LOGGING", "1")))
+    except Exception:
+        return True
+
+
+def route_vllm_logging() -> bool:
+    """Make vLLM's later logging configuration install obs' handler; False if the user
+    chose otherwise (their own ``VLLM_LOGGING_CONFIG_PATH``, or vLLM's logging off: then
+    ``vllm`` records propagate to obs' root handler)."""
+    if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or not _vllm_configures_logging():
+        return False
+    os.environ["VLLM_LOGGING_CONFIG_PATH"] = CONFIG_PATH
+    return True
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point (vLLM may call it more than once)."""
+    try:
+        if not _bool(ENABLE_VAR, os.environ.get(ENABLE_VAR, "")):
+            return
+    except ConfigError as exc:  # neither true nor false: say so, stay off
+        _report(exc)
+        return
+    from obs._config import STATE  # noqa: PLC0415 - nothing happens unless enabled
+    from obs.stdlib import adopt_loggers  # noqa: PLC0415
+
+    try:
+        route_vllm_logging()
+        if STATE.runtime is None:
+            STATE.configure_from_env()  # adopts vLLM's console handler if one is there
+        else:
+            adopt_loggers(["vllm"])
+    except Exception as exc:
+        _report(exc)
+
+
+def _report(exc: BaseException) -> None:
+    """Report a plugin failure through obs (never raising into vLLM)."""
+    try:
+        from obs._config import STATE  # noqa: PLC0415
+
+        runtime = STATE.runtime or STATE.ensure()
+        runtime.report(
+            "obs_internal_error",
+            logging.ERROR,
+            where="vllm_plugin",
+            error_type=type(exc).__name__,
+            error_message=str(exc),
+        )
+    except Exception:
+        return

@@ -1,0 +1,119 @@
+"""Tests for obs.vllm_plugin: off unless OBS_VLLM is true; on, it routes vLLM's logging
+configuration to obs and configures obs (the real-vLLM processes are in
+tests/integration/test_vllm_logging.py)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import obs.testing
+from obs import vllm_plugin
+from obs._config import STATE
+from obs.stdlib import ObsHandler
+
+
+@pytest.fixture
+def clean_vllm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """No VLLM_ logging variables set; whatever the plugin sets is undone afterwards."""
+    for name in ("VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING"):
+        monkeypatch.delenv(name, raising=False)
+    yield monkeypatch
+    obs.testing.reset()
+
+
+class TestRegister:
+    def test_entry_point_is_installed(self) -> None:
+        """vLLM finds the plugin under vllm.general_plugins."""
+        points = importlib.metadata.entry_points(group="vllm.general_plugins")
+        assert ["obs.vllm_plugin:register"] == [p.value for p in points if p.name == "obs"]
+
+    @pytest.mark.parametrize("value", [None, "", "0", "false"])
+    def test_off_has_no_effect(self, clean_vllm_env: pytest.MonkeyPatch, value: str | None) -> None:
+        """Installed but not enabled: no variable set, obs not configured, no handler."""
+        if value is not None:
+            clean_vllm_env.setenv("OBS_VLLM", value)
+        roots = list(logging.getLogger().handlers)
+        vllm_plugin.register()
+        assert (None, None, roots) == (
+            os.environ.get("VLLM_LOGGING_CONFIG_PATH"),
+            STATE.runtime,
+            list(logging.getLogger().handlers),
+        )
+
+    def test_on_routes_and_configures(self, clean_vllm_env: pytest.MonkeyPatch) -> None:
+        """OBS_VLLM=1: vLLM's config path names obs' dictConfig; obs is configured from the
+        env with its root handler installed."""
+        clean_vllm_env.setenv("OBS_VLLM", "1")
+        clean_vllm_env.setenv("OBS_FORMAT", "json")
+        vllm_plugin.register()
+        vllm_plugin.register()  # vLLM may load plugins more than once
+        assert (vllm_plugin.CONFIG_PATH, "json", 1) == (
+            os.environ.get("VLLM_LOGGING_CONFIG_PATH"),
+            STATE.runtime.settings.format if STATE.runtime else None,
+            sum(isinstance(h, ObsHandler) for h in logging.getLogger().handlers),
+        )
+
+    @pytest.mark.parametrize(
+        ("var", "value"),
+        [("VLLM_CONFIGURE_LOGGING", "0"), ("VLLM_LOGGING_CONFIG_PATH", "/etc/mine.json")],
+    )
+    def test_user_choice_is_kept(
+        self, clean_vllm_env: pytest.MonkeyPatch, var: str, value: str
+    ) -> None:
+        """vLLM's logging turned off, or the user's own config file: the path is left be
+        (vLLM refuses a config file with its logging off)."""
+        clean_vllm_env.setenv("OBS_VLLM", "1")
+        clean_vllm_env.setenv(var, value)
+        vllm_plugin.register()
+        expected = value if var == "VLLM_LOGGING_CONFIG_PATH" else None
+        assert (expected, True) == (
+            os.environ.get("VLLM_LOGGING_CONFIG_PATH"),
+            STATE.runtime is not None,
+        )
+
+    def test_bad_value_is_reported_and_off(
+        self, clean_vllm_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """OBS_VLLM=maybe: the plugin stays off and says which variable is wrong."""
+        clean_vllm_env.setenv("OBS_VLLM", "maybe")
+        clean_vllm_env.setenv("OBS_FORMAT", "json")
+        vllm_plugin.register()
+        err = capsys.readouterr().err
+        assert (None, True) == (os.environ.get("VLLM_LOGGING_CONFIG_PATH"), "OBS_VLLM" in err)
+
+    def test_adopts_a_console_handler_vllm_already_set(
+        self, clean_vllm_env: pytest.MonkeyPatch
+    ) -> None:
+        """A worker that applied vLLM's text config before the plugin loaded: the plugin
+        takes that console handler over, so vllm records go through obs."""
+        logger = logging.getLogger("vllm")
+        console = logging.StreamHandler()
+        logger.addHandler(console)
+        logger.propagate = False
+        try:
+            clean_vllm_env.setenv("OBS_VLLM", "1")
+            vllm_plugin.register()
+            with obs.testing.capture_events() as events:
+                logging.getLogger("vllm.worker").warning("after adoption")
+            assert ([], True, ["after adoption"]) == (
+                [h for h in logger.handlers if h is console],
+                logger.propagate,
+                [e["body"] for e in events],
+            )
+        finally:
+            obs.testing.reset()
+            logger.removeHandler(console)
+            logger.propagate = True
+
+
+def test_packaged_config_is_the_example() -> None:
+    """The dictConfig the plugin points vLLM at is examples/vllm-logging.json."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "vllm-logging.json"
+    assert json.loads(example.read_text()) == json.loads(Path(vllm_plugin.CONFIG_PATH).read_text())
