@@ -15,7 +15,14 @@ import warnings
 
 #: Every module this distribution puts in ``comm/`` (anything else came from elsewhere).
 OUR_FILES = frozenset(
-    {"__init__.py", "__main__.py", "_packaging.py", "flashinfer_allreduce.py", "probe.py"}
+    {
+        "__init__.py",
+        "__main__.py",
+        "_packaging.py",
+        "flashinfer_allreduce.py",
+        "probe.py",
+        "vllm_fi_ar.py",
+    }
 )
 _warned: list[bool] = []
 

@@ -50,13 +50,19 @@ ENV_VARS: dict[str, str] = {
     "{host}, {pid} are filled in per process (default: none)",
     "OBS_FILE_REOPEN_ON_SIGHUP": "true: SIGHUP makes obs reopen OBS_FILE (for logrotate's "
     "postrotate kill -HUP; the previous SIGHUP handler still runs; default false)",
+    "OBS_HANDLE_SIGTERM": "true: on SIGTERM flush OTLP export within OBS_SHUTDOWN_TIMEOUT, "
+    "then run the previous handler (default false)",
+    "OBS_VLLM": "1: the vLLM plugin configures obs in every vLLM process and routes vLLM's "
+    "logging through it (read by obs.vllm_plugin; default off)",
+    "OBS_VLLM_FI_AR": "1: vLLM's FlashInfer allreduce workspace getters become comm's (read "
+    "by comm.vllm_fi_ar; default off)",
     "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
     "OBS_REPEAT_SUMMARY_SECONDS": "period of log_repeats_suppressed summaries, 0 = only at "
     "flush/shutdown (default 60)",
     "OBS_EXPORT_ALL_RANKS_LEVEL": "records at or above this level are exported from every "
     "rank whatever their console scope (default WARNING)",
     "OBS_SPOOL_DIR": "where undeliverable WARNING+ records are spooled (default "
-    "$TMPDIR/obs-spool-$UID)",
+    "$TMPDIR/obs-spool-$UID/<service.name>)",
     "OBS_SPOOL_MAX_BYTES": "size bound of the spool file (default 67108864)",
     "OBS_SHUTDOWN_TIMEOUT": "seconds flush/shutdown may take, collector down or not (default 3)",
     "OBS_ADOPT_LOGGERS": "stdlib logger trees that print to the console themselves (their own "
