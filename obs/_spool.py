@@ -323,6 +323,17 @@ class Spool:
     def purge(self) -> bool:
         """Delete every spooled record (under the replay lock); False when a replay holds
         the lock, so nothing is deleted under a replayer's feet."""
+        with self._replay_lock() as held:
+            if not held:
+                return False
+            for name in (_SPOOL, _REPLAY, _OFFSET):
+                self._unlink(name)
+            return True
+
+    @contextlib.contextmanager
+    def _replay_lock(self) -> Iterator[bool]:
+        """Hold ``replay.lock`` (non-blocking) for the block: True, or False when another
+        process holds it."""
         lock_fd = os.open(
             _LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=self._dir()
         )
@@ -330,12 +341,11 @@ class Spool:
             try:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                return False
-            for name in (_SPOOL, _REPLAY, _OFFSET):
-                self._unlink(name)
-            return True
+                yield False
+                return
+            yield True
         finally:
-            os.close(lock_fd)
+            os.close(lock_fd)  # releases the flock
 
     def replay(
         self,
@@ -351,13 +361,8 @@ class Spool:
         result = ReplayResult()
         if not self.pending():
             return result
-        lock_fd = os.open(
-            _LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=self._dir()
-        )
-        try:
-            try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        with self._replay_lock() as held:
+            if not held:
                 result.skipped = True
                 return result
             for _ in range(3):  # the leftover replay file, then the current spool once
@@ -365,8 +370,6 @@ class Spool:
                     break
                 if not self._replay_file(export, batch_size, should_stop, result):
                     break
-        finally:
-            os.close(lock_fd)  # releases the flock
         return result
 
     def _claim(self, result: ReplayResult) -> bool:
