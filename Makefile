@@ -11,9 +11,9 @@ VLLM_REQS := requirements/vllm-test.txt
 VLLM_STAMP := $(VENV)/.stamp-vllm
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 SRC := obs comm
-LINTED := obs comm tests benchmarks examples
+LINTED := obs comm tests benchmarks examples tools
 
-.PHONY: setup lint typecheck pytest test demo bench quickstart clean
+.PHONY: setup lint typecheck pytest test demo bench quickstart docs clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,9 @@ demo: setup
 
 quickstart: setup
 	$(BIN)/python examples/quickstart.py
+
+docs: setup
+	$(BIN)/python -m tools.gendocs
 
 bench: setup
 	$(BIN)/python -m benchmarks

@@ -172,12 +172,12 @@ def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
     return render
 
 
-def _colors_ok(stream: Any) -> bool:
-    """Colours on a tty, unless ``NO_COLOR`` is set (no-color.org: any non-empty value);
-    ``FORCE_COLOR`` (non-empty, not ``0``) turns them on anywhere, e.g. under ``less -R``."""
-    if os.environ.get("NO_COLOR"):
+def _colors_ok(stream: Any, settings: Settings) -> bool:
+    """Colours on a tty, unless ``NO_COLOR`` is set; ``FORCE_COLOR`` turns them on
+    anywhere, e.g. under ``less -R``."""
+    if settings.no_color:
         return False
-    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+    if settings.force_color:
         return True
     try:
         return bool(stream.isatty())
@@ -301,7 +301,7 @@ class Runtime:
 
     def _stream_colors(self) -> bool:
         stream = self._output.stream
-        return stream is not None and _colors_ok(stream.stream())
+        return stream is not None and _colors_ok(stream.stream(), self.settings)
 
     @property
     def output(self) -> Output:

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from obs.levels import LEVEL_BY_NAME
+
 if TYPE_CHECKING:
     from obs._receiver import OTLPReceiver
 
 __all__ = ["obs_events", "otlp_receiver"]
-
-_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 
 class _StdlibMirror(list):  # type: ignore[type-arg]
@@ -45,7 +45,7 @@ class _StdlibMirror(list):  # type: ignore[type-arg]
     def append(self, event: Any) -> None:
         """Called by the runtime with each written event (a copy)."""
         try:
-            level = _LEVELS.get(str(event.get("severity_text")), logging.INFO)
+            level = LEVEL_BY_NAME.get(str(event.get("severity_text")), logging.INFO)
             if level < self.handler.level:
                 return
             record = logging.LogRecord(

@@ -1,98 +1,46 @@
-"""Settings: the only module that reads environment variables.
+"""Settings: every variable obs reads for its configuration, in one declarative table.
 
-Precedence is keyword argument > environment variable > default. Every value is parsed
-and validated once, by one helper, at ``configure()`` time; a bad value raises
-:class:`obs.ConfigError` naming the variable and the accepted values.
+Each :class:`Setting` row names its :class:`Settings` field, its variable(s), its parser, its
+default and its line in the docs; loading, the ``ConfigError`` a bad value raises,
+:data:`ENV_VARS` and the README's configuration table are all generated from
+:data:`SETTINGS`. Precedence is keyword argument > variable (in the row's order) > default.
+Besides this module only :mod:`obs.rank` reads the environment: the launcher's per-process
+``RANK``-style variables, which are facts about the process rather than settings.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_ADOPT_LOGGERS", "ENV_VARS", "Settings", "load_settings", "parse_level"]
+__all__ = [
+    "DEFAULT_ADOPT_LOGGERS",
+    "ENV_VARS",
+    "SETTINGS",
+    "Derived",
+    "Setting",
+    "Settings",
+    "load_settings",
+    "markdown_rows",
+    "parse_level",
+    "read_variable",
+]
 
 import dataclasses
 import logging
-import math
 import os
-import re
-import stat
-import string
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
-from urllib.parse import unquote, urlparse
+from typing import Any, Literal
 
+from obs import _parsers as p
+from obs._parsers import parse_level
 from obs.errors import ConfigError
 
 Format = Literal["json", "console", "auto"]
 Protocol = Literal["grpc", "http/protobuf", "http/json"]  # http/json is refused by the parser
 LogsExporter = Literal["otlp", "console", "none"]
-
-_LEVELS = {
-    "DEBUG": logging.DEBUG,
-    "INFO": logging.INFO,
-    "WARNING": logging.WARNING,
-    "WARN": logging.WARNING,
-    "ERROR": logging.ERROR,
-    "CRITICAL": logging.CRITICAL,
-}
+Parser = Callable[[str, object], Any]
 
 #: Logger trees whose console output ``configure()`` takes over (``OBS_ADOPT_LOGGERS``).
 DEFAULT_ADOPT_LOGGERS: tuple[str, ...] = ("torch", "vllm", "flashinfer")
-
-#: Every variable obs reads, with a one-line meaning (the README table is checked against it).
-ENV_VARS: dict[str, str] = {
-    "OBS_LEVEL": "lowest level logged: DEBUG, INFO, WARNING, ERROR, CRITICAL (default INFO)",
-    "OBS_FORMAT": "json, console or auto (console on a tty, else json; default auto)",
-    "OBS_STREAM": "stderr, stdout or none (file-only: no console output; default stderr)",
-    "OBS_CONSOLE_TRACEBACKS": "console format: tracebacks for error (ERROR and above), always "
-    "or never; JSON and OTLP always keep the stack (default error)",
-    "OBS_FILE": "also append JSON lines to this file; {rank}, {local_rank}, {node_rank}, "
-    "{host}, {pid} are filled in per process (default: none)",
-    "OBS_FILE_REOPEN_ON_SIGHUP": "true: SIGHUP makes obs reopen OBS_FILE (for logrotate's "
-    "postrotate kill -HUP; the previous SIGHUP handler still runs; default false)",
-    "OBS_HANDLE_SIGTERM": "true: on SIGTERM flush OTLP export within OBS_SHUTDOWN_TIMEOUT, "
-    "then run the previous handler (default false)",
-    "OBS_VLLM": "1: the vLLM plugin configures obs in every vLLM process and routes vLLM's "
-    "logging through it (read by obs.vllm_plugin; default off)",
-    "OBS_VLLM_FI_AR": "1: vLLM's FlashInfer allreduce workspace getters become comm's (read "
-    "by comm.vllm_fi_ar; default off)",
-    "OBS_DEDUP_CAPACITY": "distinct once/throttle keys remembered per process (default 10000)",
-    "OBS_REPEAT_SUMMARY_SECONDS": "period of log_repeats_suppressed summaries, 0 = only at "
-    "flush/shutdown (default 60)",
-    "OBS_EXPORT_ALL_RANKS_LEVEL": "records at or above this level are exported from every "
-    "rank whatever their console scope (default WARNING)",
-    "OBS_SPOOL_DIR": "where undeliverable WARNING+ records are spooled (default "
-    "$TMPDIR/obs-spool-$UID/<service.name>)",
-    "OBS_SPOOL_MAX_BYTES": "size bound of the spool file (default 67108864)",
-    "OBS_SHUTDOWN_TIMEOUT": "seconds flush/shutdown may take, collector down or not (default 3)",
-    "OBS_ADOPT_LOGGERS": "stdlib logger trees that print to the console themselves (their own "
-    "handler, propagate=False) whose console output obs takes over, comma-separated; none = "
-    "leave them alone (default torch,vllm,flashinfer)",
-    "OTEL_SDK_DISABLED": "true disables OTel export entirely",
-    "OTEL_SERVICE_NAME": "resource service.name (default: the program name)",
-    "OTEL_RESOURCE_ATTRIBUTES": "extra resource attributes, k=v,k2=v2",
-    "OTEL_LOGS_EXPORTER": "otlp, console or none (default: otlp if an endpoint is set, else none)",
-    "OTEL_EXPORTER_OTLP_ENDPOINT": "collector base URL; http(s) gets /v1/logs appended",
-    "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "collector logs URL, used as is",
-    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc or http/protobuf (default http/protobuf)",
-    "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "overrides OTEL_EXPORTER_OTLP_PROTOCOL for logs",
-    "OTEL_EXPORTER_OTLP_HEADERS": "k=v,k2=v2 sent with every export (values redacted in logs)",
-    "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "overrides OTEL_EXPORTER_OTLP_HEADERS for logs",
-    "OTEL_EXPORTER_OTLP_CERTIFICATE": "CA bundle to verify the collector",
-    "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": "overrides OTEL_EXPORTER_OTLP_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_CLIENT_KEY": "client private key for mTLS",
-    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY": "overrides OTEL_EXPORTER_OTLP_CLIENT_KEY",
-    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "client certificate for mTLS",
-    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE": "overrides OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_TIMEOUT": "seconds per export request (default 10, as the Python SDK)",
-    "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT": "overrides OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip or none (default none)",
-    "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION": "overrides OTEL_EXPORTER_OTLP_COMPRESSION",
-    "OTEL_BLRP_SCHEDULE_DELAY": "ms between export batches (default 1000)",
-    "OTEL_BLRP_MAX_QUEUE_SIZE": "records queued before low severities are dropped (default 2048)",
-    "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE": "records per export request (default 512)",
-    "OTEL_BLRP_EXPORT_TIMEOUT": "ms one export may take (default 30000)",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +54,8 @@ class Settings:
     format: Format = "auto"
     stream: Literal["stderr", "stdout", "none"] = "stderr"
     console_tracebacks: Literal["error", "always", "never"] = "error"
+    no_color: bool = False
+    force_color: bool = False
     file: str | None = None
     file_reopen_on_sighup: bool = False
     dedup_capacity: int = 10_000
@@ -169,240 +119,35 @@ class Settings:
         return self.otlp_endpoint.rstrip("/") + "/v1/logs"
 
 
-T = TypeVar("T")
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """A default computed from the settings resolved before it (and where each came from)."""
+
+    compute: Callable[[Mapping[str, Any], Mapping[str, str]], Any]
+    shown: str  #: how the docs state it
 
 
-def parse_level(name: str, raw: object) -> int:
-    """Parse a level name (any case) or number; ``name`` is what a ConfigError names."""
-    accepted = "one of " + ", ".join(sorted(set(_LEVELS) - {"WARN"})) + " or an integer 0-100"
-    if isinstance(raw, bool):
-        raise ConfigError(name, raw, accepted)
-    if isinstance(raw, int):
-        if 0 <= raw <= 100:
-            return int(raw)
-        raise ConfigError(name, raw, accepted)
-    if not isinstance(raw, str):
-        raise ConfigError(name, raw, accepted)
-    text = raw.strip().upper()
-    if text in _LEVELS:
-        return _LEVELS[text]
-    if text.isascii() and text.isdigit() and int(text) <= 100:
-        return int(text)
-    raise ConfigError(name, raw, accepted)
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One row: a :class:`Settings` field (None: a variable another module reads through
+    :func:`read_variable`), its variables in precedence order, parser, default and doc."""
 
+    field: str | None
+    variables: tuple[str, ...]
+    parse: Parser
+    default: Any
+    doc: str  #: one line of markdown, without the default
+    shown_default: str | None = None  #: the default as the docs state it (None: none stated)
+    reader: str = "obs.settings"  #: the module that reads it
 
-def _choice(*choices: str) -> Callable[[str, object], Any]:
-    def parse(name: str, raw: object) -> Any:
-        text = raw.strip().lower() if isinstance(raw, str) else None
-        if text not in choices:
-            raise ConfigError(name, raw, "one of " + ", ".join(choices))
-        return text
-
-    return parse
-
-
-def _number(
-    kind: Callable[[str], T], *, minimum: float, maximum: float, what: str
-) -> Callable[[str, object], T]:
-    def parse(name: str, raw: object) -> T:
-        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-            raise ConfigError(name, raw, what)
-        try:
-            text = raw.strip() if isinstance(raw, str) else raw
-            # int() and float() take non-ASCII digits (superscripts, other scripts); nobody
-            # means them in a config value, so such text is refused.
-            value = kind(text if not isinstance(text, str) or text.isascii() else "x")  # type: ignore[arg-type]
-            finite = math.isfinite(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError, OverflowError):  # int(inf) is an OverflowError
-            raise ConfigError(name, raw, what) from None
-        if not finite or not minimum <= value <= maximum:  # type: ignore[operator]
-            raise ConfigError(name, raw, what)
-        if not isinstance(raw, str) and value != raw:
-            raise ConfigError(name, raw, what)  # int(1.5) truncating
-        return value
-
-    return parse
-
-
-def _bool(name: str, raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if not isinstance(raw, str):
-        raise ConfigError(name, raw, "true or false")
-    text = raw.strip().lower()
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off", ""}:
-        return False
-    raise ConfigError(name, raw, "true or false")
-
-
-def _text(name: str, raw: object) -> str:
-    text = raw.strip() if isinstance(raw, str) else ""
-    if not text or "\x00" in text:
-        raise ConfigError(name, raw, "a non-empty string")
-    return text
-
-
-def _pem_file(name: str, raw: object) -> str:
-    """A readable PEM file (CA bundle, client key or certificate), checked now."""
-    path = _text(name, raw)
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read forever
-            raise IsADirectoryError(path)
-        with open(path, "rb") as f:
-            head = f.read(1 << 20)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(name, raw, f"a readable PEM file ({type(exc).__name__})") from None
-    if b"-----BEGIN" not in head:
-        raise ConfigError(name, raw, "a PEM file (no -----BEGIN block found)")
-    return path
-
-
-def _pairs(name: str, raw: object) -> dict[str, str]:
-    """Parse the OTel ``k=v,k2=v2`` list (values URL-decoded, as the spec says)."""
-    if isinstance(raw, Mapping):
-        return {str(k): str(v) for k, v in raw.items()}
-    if not isinstance(raw, str):
-        raise ConfigError(name, raw, "comma-separated key=value pairs")
-    out: dict[str, str] = {}
-    for item in raw.split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(name, raw, "comma-separated key=value pairs")
-        key, value = unquote(key.strip()), unquote(value.strip())
-        if any(c in key + value for c in "\r\n\x00"):
-            raise ConfigError(name, raw, "key=value pairs without line breaks")
-        out[key] = value
-    return out
-
-
-def _logger_names(name: str, raw: object) -> tuple[str, ...]:
-    """Comma-separated logger names (or a sequence of them); ``none`` is the empty list."""
-    items = raw.split(",") if isinstance(raw, str) else raw
-    if not isinstance(items, (list, tuple)):
-        raise ConfigError(name, raw, "comma-separated logger names, or none")
-    names = tuple(str(item).strip() for item in items if str(item).strip())
-    if not names or (len(names) == 1 and names[0].lower() == "none"):
-        return ()
-    if any(not n.replace("_", "").replace(".", "").replace("-", "").isalnum() for n in names):
-        raise ConfigError(
-            name, raw, "comma-separated logger names (letters, digits, . _ -), or none"
-        )
-    return names
-
-
-FILE_FIELDS = ("rank", "local_rank", "node_rank", "host", "pid")
-
-
-_FILE_SAMPLE = {"rank": 0, "local_rank": 0, "node_rank": 0, "host": "host", "pid": 1}
-
-
-def _file_template(name: str, raw: object) -> str:
-    """A path, optionally with ``{rank}``-style placeholders (checked now, filled later).
-
-    Only the plain names are allowed (no ``{host.upper}``, ``{rank[0]}``), each with a
-    format spec that fits its type (``{rank:03d}`` yes, ``{host:d}`` no).
-    """
-    text = _text(name, raw)
-    accepted = "a file path; placeholders allowed: " + ", ".join(f"{{{f}}}" for f in FILE_FIELDS)
-    try:
-        fields = [(f, s, c) for _, f, s, c in string.Formatter().parse(text) if f is not None]
-        plain = all(
-            f in FILE_FIELDS and not c and "{" not in (s or "") and _small_spec(s or "")
-            for f, s, c in fields
-        )
-        text.format(**_FILE_SAMPLE)
-    except Exception:
-        plain = False
-    if not plain:
-        raise ConfigError(name, raw, accepted)
-    return text
-
-
-def _small_spec(spec: str) -> bool:
-    """A format spec without a width or precision over 64 (``{rank:>999999999}`` would
-    build a path of any size)."""
-    return all(int(n) <= 64 for n in re.findall(r"\d+", spec))
-
-
-def _url(name: str, raw: object) -> str:
-    text = raw.strip() if isinstance(raw, str) else ""
-    try:
-        parsed = urlparse(text)
-        host = parsed.hostname
-        parsed.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise ConfigError(
-            name, raw, "an http:// or https:// URL with a host and a valid port"
-        ) from None
-    if parsed.scheme not in {"http", "https"} or not host or any(c.isspace() for c in text):
-        raise ConfigError(name, raw, "an http:// or https:// URL with a host")
-    return text
-
-
-_POSITIVE_INT = _number(int, minimum=1, maximum=2**31 - 1, what="an integer >= 1 (at most 2**31-1)")
-_BYTES = _number(int, minimum=1, maximum=2**48, what="an integer >= 1 (bytes, at most 2**48)")
-_NON_NEGATIVE = _number(float, minimum=0.0, maximum=1e9, what="a number >= 0 (finite)")
-_MILLIS = _number(
-    float, minimum=1.0, maximum=86_400_000.0, what="a number > 0 (milliseconds, 1 to 86400000)"
-)
-_SECONDS = _number(
-    float, minimum=1e-3, maximum=86400.0, what="a number > 0 (seconds, 0.001 to 86400)"
-)
-
-
-class _Reader:
-    """Resolves one setting from kwargs, then env, then default, through one parser."""
-
-    __slots__ = ("env", "errors", "overrides", "sources", "strict", "used")
-
-    def __init__(
-        self,
-        overrides: Mapping[str, object],
-        env: Mapping[str, str],
-        errors: list[ConfigError] | None = None,
-    ) -> None:
-        self.overrides = overrides
-        self.env = env
-        self.used: set[str] = set()
-        self.sources: dict[str, str] = {}
-        #: Not strict: errors go here and each bad value falls back to its default.
-        self.strict = errors is None
-        self.errors: list[ConfigError] = errors if errors is not None else []
-
-    def get(
-        self,
-        field: str,
-        parse: Callable[[str, object], T],
-        default: T,
-        *env_names: str,
-    ) -> T:
-        if field in self.overrides:
-            self.used.add(field)
-            raw = self.overrides[field]
-            if raw is None:
-                return default
-            return self._parse(field, field, parse, raw, default)
-        for env_name in env_names:
-            value = self.env.get(env_name)
-            if value is not None and value.strip() != "":
-                return self._parse(field, env_name, parse, value, default)
-        return default
-
-    def _parse(
-        self, field: str, name: str, parse: Callable[[str, object], T], raw: object, default: T
-    ) -> T:
-        self.sources[field] = name
-        try:
-            return parse(name, raw)
-        except ConfigError as exc:
-            if self.strict:
-                raise
-            self.errors.append(exc)
-            return default
+    def doc_line(self) -> str:
+        """The doc with its default, as the README table shows it."""
+        shown = self.default.shown if isinstance(self.default, Derived) else self.shown_default
+        if not shown:
+            return self.doc
+        if self.doc.endswith(")"):  # "... (a note; default x)", not "(a note) (default x)"
+            return f"{self.doc[:-1]}; default {shown})"
+        return f"{self.doc} (default {shown})"
 
 
 def _default_spool_dir() -> str:
@@ -417,6 +162,192 @@ def _default_service_name() -> str:
     return f"unknown_service:{prog}" if prog else "unknown_service"
 
 
+def _present(name: str, raw: object) -> bool:
+    """``NO_COLOR``'s rule (no-color.org): any non-empty value means yes; never an error."""
+    return bool(raw.strip()) if isinstance(raw, str) else bool(raw)
+
+
+def _force(name: str, raw: object) -> bool:
+    """``FORCE_COLOR``'s rule: non-empty and not ``0`` means yes; never an error."""
+    return raw.strip() not in ("", "0") if isinstance(raw, str) else bool(raw)
+
+
+def _logs(suffix: str) -> tuple[str, str]:
+    """The logs-specific OTLP variable first, then the general one (the OTel spec's order)."""
+    return (f"OTEL_EXPORTER_OTLP_LOGS_{suffix}", f"OTEL_EXPORTER_OTLP_{suffix}")
+
+
+_LOGS_ENDPOINT = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
+
+#: The table: every setting and every variable obs reads, in the README's order.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("level", ("OBS_LEVEL",), parse_level, logging.INFO,
+            "lowest level logged: DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
+    Setting("format", ("OBS_FORMAT",), p.choice("json", "console", "auto"), "auto",
+            "json, console or auto (console on a tty, else json)", "auto"),
+    Setting("stream", ("OBS_STREAM",), p.choice("stderr", "stdout", "none"), "stderr",
+            "stderr, stdout or none (none = no console output, only `OBS_FILE` / OTLP)",
+            "stderr"),
+    Setting("console_tracebacks", ("OBS_CONSOLE_TRACEBACKS",),
+            p.choice("error", "always", "never"), "error",
+            "console format: tracebacks for `error` (ERROR and above), `always` or `never`; "
+            "JSON lines and OTLP always keep the stack", "error"),
+    Setting("no_color", ("NO_COLOR",), _present, False,
+            "any non-empty value turns console colours off (no-color.org)"),
+    Setting("force_color", ("FORCE_COLOR",), _force, False,
+            "non-empty and not `0` turns console colours on off a tty (for `less -R`)"),
+    Setting("file", ("OBS_FILE",), p.file_template, None,
+            "also append JSON lines to this file (created 0600, `O_APPEND`, reopened when "
+            "rotated); `{rank}`, `{local_rank}`, `{node_rank}`, `{host}`, `{pid}` are filled in "
+            "per process", "none"),
+    Setting("file_reopen_on_sighup", ("OBS_FILE_REOPEN_ON_SIGHUP",), p.parse_bool, False,
+            "`true`: SIGHUP makes obs reopen `OBS_FILE` (logrotate's `postrotate kill -HUP`); "
+            "the previous SIGHUP handler still runs", "false"),
+    Setting("handle_sigterm", ("OBS_HANDLE_SIGTERM",), p.parse_bool, False,
+            "`true`: on SIGTERM, flush OTLP export within `OBS_SHUTDOWN_TIMEOUT`, then run the "
+            "previous handler", "false"),
+    Setting(None, ("OBS_VLLM",), p.parse_bool, False,
+            "`1`: the vLLM plugin configures obs in every vLLM process and routes vLLM's "
+            "logging through it (see [docs/VLLM.md](docs/VLLM.md))", "off",
+            reader="obs.vllm_plugin"),
+    Setting(None, ("OBS_VLLM_FI_AR",), p.parse_bool, False,
+            "`1`: vLLM's FlashInfer allreduce workspace getters become comm's, so vLLM's "
+            "fusion pass emits the `workspace_*` events", "off", reader="comm.vllm_fi_ar"),
+    Setting("dedup_capacity", ("OBS_DEDUP_CAPACITY",), p.POSITIVE_INT, 10_000,
+            "distinct once/throttle keys remembered per process", "10000"),
+    Setting("repeat_summary_seconds", ("OBS_REPEAT_SUMMARY_SECONDS",), p.NON_NEGATIVE, 60.0,
+            "period of `log_repeats_suppressed` summaries; 0 = only at flush/shutdown", "60"),
+    Setting("export_all_ranks_level", ("OBS_EXPORT_ALL_RANKS_LEVEL",), parse_level,
+            logging.WARNING, "records at or above it are exported from every rank whatever "
+            "their console scope", "WARNING"),
+    Setting("spool_dir", ("OBS_SPOOL_DIR",), p.nonempty,
+            Derived(lambda _v, _s: _default_spool_dir(), "`$TMPDIR/obs-spool-$UID/<service.name>`"),
+            "where undeliverable WARNING+ records are spooled (a directory that is a symlink, "
+            "another user's or group/other-writable is refused, never chmodded)"),
+    Setting("spool_max_bytes", ("OBS_SPOOL_MAX_BYTES",), p.BYTES, 64 * 1024 * 1024,
+            "size bound of the spool", "64 MiB"),
+    Setting("shutdown_timeout", ("OBS_SHUTDOWN_TIMEOUT",), p.SECONDS, 3.0,
+            "seconds flush/shutdown may take, collector down or not", "3"),
+    Setting("adopt_loggers", ("OBS_ADOPT_LOGGERS",), p.logger_names, DEFAULT_ADOPT_LOGGERS,
+            "logger trees whose own console handlers obs takes over so their records come out "
+            "once, through obs (torch and vLLM set `propagate=False`); comma-separated, `none` "
+            "= leave them alone", "`torch,vllm,flashinfer`"),
+    Setting("stdlib_bridge", (), p.parse_bool, True,
+            "keyword only: route stdlib `logging` records through obs"),
+    Setting("sdk_disabled", ("OTEL_SDK_DISABLED",), p.parse_bool, False,
+            "`true` turns OTel export off", "false"),
+    Setting("service_name", ("OTEL_SERVICE_NAME",), p.nonempty,
+            Derived(lambda v, _s: v["resource_attributes"].get("service.name")
+                    or _default_service_name(),
+                    "`service.name` of `OTEL_RESOURCE_ATTRIBUTES`, else "
+                    "`unknown_service:<program>`"),
+            "resource `service.name`"),
+    Setting("resource_attributes", ("OTEL_RESOURCE_ATTRIBUTES",), p.pairs, {},
+            "extra resource attributes, `k=v,k2=v2`"),
+    Setting("logs_exporter", ("OTEL_LOGS_EXPORTER",), p.choice("otlp", "console", "none"),
+            Derived(lambda v, _s: "otlp" if v["otlp_endpoint"] is not None else "none",
+                    "otlp when an endpoint is set, else none: nothing goes on the network"),
+            "otlp, console or none"),
+    Setting("otlp_endpoint", (_LOGS_ENDPOINT, "OTEL_EXPORTER_OTLP_ENDPOINT"), p.url, None,
+            "the collector: the logs URL used as is, or a base URL (HTTP gets `/v1/logs` "
+            "appended)"),
+    Setting("otlp_endpoint_is_logs", (), p.parse_bool,
+            Derived(lambda _v, s: s.get("otlp_endpoint") == _LOGS_ENDPOINT,
+                    "true when the endpoint came from the logs variable"),
+            "keyword only: the endpoint is the logs URL itself"),
+    Setting("otlp_protocol", _logs("PROTOCOL"), p.choice("grpc", "http/protobuf"),
+            "http/protobuf", "grpc or http/protobuf", "http/protobuf"),
+    Setting("otlp_headers", _logs("HEADERS"), p.pairs, {},
+            "`k=v,k2=v2` sent with every export (values redacted in obs' own text)"),
+    Setting("otlp_certificate", _logs("CERTIFICATE"), p.pem_file, None,
+            "CA bundle that verifies the collector"),
+    Setting("otlp_client_key", _logs("CLIENT_KEY"), p.pem_file, None, "client key for mTLS"),
+    Setting("otlp_client_certificate", _logs("CLIENT_CERTIFICATE"), p.pem_file, None,
+            "client certificate for mTLS"),
+    Setting("otlp_timeout", _logs("TIMEOUT"), p.SECONDS, 10.0,
+            "seconds per export request", "10"),
+    Setting("otlp_compression", _logs("COMPRESSION"), p.choice("gzip", "none"), "none",
+            "gzip or none", "none"),
+    Setting("blrp_schedule_delay_ms", ("OTEL_BLRP_SCHEDULE_DELAY",), p.MILLIS, 1000.0,
+            "ms between export batches", "1000"),
+    Setting("blrp_max_queue_size", ("OTEL_BLRP_MAX_QUEUE_SIZE",), p.POSITIVE_INT, 2048,
+            "records queued before low severities are dropped", "2048"),
+    Setting("blrp_max_export_batch_size", ("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE",),
+            p.POSITIVE_INT, 512, "records per export request", "512"),
+    Setting("blrp_export_timeout_ms", ("OTEL_BLRP_EXPORT_TIMEOUT",), p.MILLIS, 30000.0,
+            "ms one export may take", "30000"),
+)  # fmt: skip
+
+#: Every variable obs reads -> its doc line (generated from :data:`SETTINGS`).
+ENV_VARS: dict[str, str] = {var: row.doc_line() for row in SETTINGS for var in row.variables}
+_BY_VARIABLE = {var: row for row in SETTINGS for var in row.variables}
+_FIELDS = {row.field: row for row in SETTINGS if row.field is not None}
+
+
+def markdown_rows() -> list[str]:
+    """The README configuration table's rows, one per setting that has a variable."""
+    return [
+        "| " + ", ".join(f"`{v}`" for v in row.variables) + f" | {row.doc_line()} |"
+        for row in SETTINGS
+        if row.variables
+    ]
+
+
+def read_variable(name: str, env: Mapping[str, str] | None = None) -> Any:
+    """Parse one table variable read outside :class:`Settings` (``OBS_VLLM``): its value or
+    its default when unset; a bad value raises the row's ``ConfigError``."""
+    row = _BY_VARIABLE[name]
+    raw = (os.environ if env is None else env).get(name)
+    if raw is None or raw.strip() == "":
+        return row.default
+    return row.parse(name, raw)
+
+
+class _Reader:
+    """Resolves settings from keywords, then variables, then defaults, each through its row's
+    parser; not strict: a bad value is appended to ``errors`` and the next source is tried."""
+
+    __slots__ = ("env", "errors", "overrides", "sources", "strict")
+
+    def __init__(
+        self,
+        overrides: Mapping[str, object],
+        env: Mapping[str, str],
+        errors: list[ConfigError] | None = None,
+    ) -> None:
+        self.overrides = overrides
+        self.env = env
+        self.sources: dict[str, str] = {}
+        self.strict = errors is None
+        self.errors: list[ConfigError] = errors if errors is not None else []
+
+    def get(self, row: Setting) -> tuple[bool, Any]:
+        """(found, value): the keyword's or the first good variable's value."""
+        field = row.field or ""
+        if field in self.overrides:
+            raw = self.overrides[field]
+            if raw is None:
+                return False, None
+            return self._parse(row, field, raw)
+        for name in row.variables:
+            raw = self.env.get(name)
+            if raw is not None and raw.strip() != "":
+                found, value = self._parse(row, name, raw)
+                if found:
+                    return found, value
+        return False, None
+
+    def _parse(self, row: Setting, name: str, raw: object) -> tuple[bool, Any]:
+        self.sources[row.field or ""] = name
+        try:
+            return True, row.parse(name, raw)
+        except ConfigError as exc:
+            if self.strict:
+                raise
+            self.errors.append(exc)
+            return False, None
+
+
 def load_settings(
     overrides: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
@@ -426,103 +357,30 @@ def load_settings(
     """Resolve :class:`Settings` from keyword overrides and the environment.
 
     Raises :class:`obs.ConfigError` for an unknown keyword or any invalid value. With
-    ``errors`` (a list), a bad value is appended there instead and its default is used:
-    the lazy path, where no caller could handle the error, takes that.
+    ``errors`` (a list), a bad value is appended there instead and the next variable or the
+    default is used: the lazy path, where no caller could handle the error, takes that.
     """
     overrides = dict(overrides or {})
-    env = os.environ if env is None else env
-    known = {f.name for f in dataclasses.fields(Settings)} - {"sources"}
-    unknown = sorted(set(overrides) - known)
+    unknown = sorted(set(overrides) - set(_FIELDS))
     if unknown:
         error = ConfigError(
-            unknown[0], overrides[unknown[0]], "a Settings field: " + ", ".join(sorted(known))
+            unknown[0], overrides[unknown[0]], "a Settings field: " + ", ".join(sorted(_FIELDS))
         )
         if errors is None:
             raise error
         errors.append(error)
-        overrides = {k: v for k, v in overrides.items() if k in known}
-    r = _Reader(overrides, env, errors)
-
-    def logs(suffix: str) -> tuple[str, str]:
-        return (f"OTEL_EXPORTER_OTLP_LOGS_{suffix}", f"OTEL_EXPORTER_OTLP_{suffix}")
-
-    endpoint = r.get("otlp_endpoint", _url, None, "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
-    endpoint_is_logs = endpoint is not None
-    if endpoint is None:
-        endpoint = r.get("otlp_endpoint", _url, None, "OTEL_EXPORTER_OTLP_ENDPOINT")
-    if "otlp_endpoint_is_logs" in overrides:
-        endpoint_is_logs = _bool("otlp_endpoint_is_logs", overrides["otlp_endpoint_is_logs"])
-    elif "otlp_endpoint" in overrides:
-        endpoint_is_logs = False
-    exporter_default: LogsExporter = "otlp" if endpoint is not None else "none"
-    logs_exporter: LogsExporter = r.get(
-        "logs_exporter", _choice("otlp", "console", "none"), exporter_default, "OTEL_LOGS_EXPORTER"
-    )
-    resource: dict[str, str] = r.get("resource_attributes", _pairs, {}, "OTEL_RESOURCE_ATTRIBUTES")
-    service_default = resource.get("service.name") or _default_service_name()
-
-    return Settings(
-        level=r.get("level", parse_level, logging.INFO, "OBS_LEVEL"),
-        format=r.get("format", _choice("json", "console", "auto"), "auto", "OBS_FORMAT"),
-        stream=r.get("stream", _choice("stderr", "stdout", "none"), "stderr", "OBS_STREAM"),
-        console_tracebacks=r.get(
-            "console_tracebacks",
-            _choice("error", "always", "never"),
-            "error",
-            "OBS_CONSOLE_TRACEBACKS",
-        ),
-        file=r.get("file", _file_template, None, "OBS_FILE"),
-        file_reopen_on_sighup=r.get(
-            "file_reopen_on_sighup", _bool, False, "OBS_FILE_REOPEN_ON_SIGHUP"
-        ),
-        dedup_capacity=r.get("dedup_capacity", _POSITIVE_INT, 10_000, "OBS_DEDUP_CAPACITY"),
-        repeat_summary_seconds=r.get(
-            "repeat_summary_seconds", _NON_NEGATIVE, 60.0, "OBS_REPEAT_SUMMARY_SECONDS"
-        ),
-        export_all_ranks_level=r.get(
-            "export_all_ranks_level", parse_level, logging.WARNING, "OBS_EXPORT_ALL_RANKS_LEVEL"
-        ),
-        spool_dir=r.get("spool_dir", _text, _default_spool_dir(), "OBS_SPOOL_DIR"),
-        spool_max_bytes=r.get("spool_max_bytes", _BYTES, 64 * 1024 * 1024, "OBS_SPOOL_MAX_BYTES"),
-        shutdown_timeout=r.get("shutdown_timeout", _SECONDS, 3.0, "OBS_SHUTDOWN_TIMEOUT"),
-        handle_sigterm=r.get("handle_sigterm", _bool, False, "OBS_HANDLE_SIGTERM"),
-        stdlib_bridge=r.get("stdlib_bridge", _bool, True),
-        adopt_loggers=r.get(
-            "adopt_loggers", _logger_names, DEFAULT_ADOPT_LOGGERS, "OBS_ADOPT_LOGGERS"
-        ),
-        sdk_disabled=r.get("sdk_disabled", _bool, False, "OTEL_SDK_DISABLED"),
-        service_name=r.get("service_name", _text, service_default, "OTEL_SERVICE_NAME"),
-        resource_attributes=resource,
-        logs_exporter=logs_exporter,
-        otlp_endpoint=endpoint,
-        otlp_endpoint_is_logs=endpoint_is_logs,
-        otlp_protocol=r.get(
-            "otlp_protocol",
-            _choice("grpc", "http/protobuf"),
-            "http/protobuf",
-            *logs("PROTOCOL"),
-        ),
-        otlp_headers=r.get("otlp_headers", _pairs, {}, *logs("HEADERS")),
-        otlp_certificate=r.get("otlp_certificate", _pem_file, None, *logs("CERTIFICATE")),
-        otlp_client_key=r.get("otlp_client_key", _pem_file, None, *logs("CLIENT_KEY")),
-        otlp_client_certificate=r.get(
-            "otlp_client_certificate", _pem_file, None, *logs("CLIENT_CERTIFICATE")
-        ),
-        otlp_timeout=r.get("otlp_timeout", _SECONDS, 10.0, *logs("TIMEOUT")),
-        otlp_compression=r.get(
-            "otlp_compression", _choice("gzip", "none"), "none", *logs("COMPRESSION")
-        ),
-        blrp_schedule_delay_ms=r.get(
-            "blrp_schedule_delay_ms", _MILLIS, 1000.0, "OTEL_BLRP_SCHEDULE_DELAY"
-        ),
-        blrp_max_queue_size=r.get(
-            "blrp_max_queue_size", _POSITIVE_INT, 2048, "OTEL_BLRP_MAX_QUEUE_SIZE"
-        ),
-        blrp_max_export_batch_size=r.get(
-            "blrp_max_export_batch_size", _POSITIVE_INT, 512, "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE"
-        ),
-        blrp_export_timeout_ms=r.get(
-            "blrp_export_timeout_ms", _MILLIS, 30000.0, "OTEL_BLRP_EXPORT_TIMEOUT"
-        ),
-        sources=r.sources,
-    )
+        overrides = {k: v for k, v in overrides.items() if k in _FIELDS}
+    reader = _Reader(overrides, os.environ if env is None else env, errors)
+    values: dict[str, Any] = {}
+    derived: list[Setting] = []
+    for field, row in _FIELDS.items():
+        found, value = reader.get(row)
+        if found:
+            values[field] = value
+        elif isinstance(row.default, Derived):
+            derived.append(row)
+        else:  # a fresh copy of a mutable default
+            values[field] = dict(row.default) if isinstance(row.default, dict) else row.default
+    for row in derived:  # after every plain value: a derived default reads them
+        values[row.field or ""] = row.default.compute(values, reader.sources)
+    return Settings(**values, sources=reader.sources)

@@ -10,10 +10,12 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_POLICY",
     "LEVEL_NAMES",
+    "METHOD_LEVELS",
     "SEVERITY_NUMBERS",
     "StagePolicy",
     "StageRule",
     "TagSeverity",
+    "level_name",
     "severity_number",
 ]
 
@@ -23,47 +25,18 @@ from collections.abc import Mapping
 
 from structlog.typing import EventDict, WrappedLogger
 
-#: stdlib level -> OTel severity_number (the first of each OTel range).
-SEVERITY_NUMBERS: dict[int, int] = {
-    logging.DEBUG: 5,
-    logging.INFO: 9,
-    logging.WARNING: 13,
-    logging.ERROR: 17,
-    logging.CRITICAL: 21,
-}
-LEVEL_NAMES: dict[int, str] = {
-    logging.DEBUG: "DEBUG",
-    logging.INFO: "INFO",
-    logging.WARNING: "WARNING",
-    logging.ERROR: "ERROR",
-    logging.CRITICAL: "CRITICAL",
-}
-METHOD_LEVELS: dict[str, int] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "fatal": logging.CRITICAL,
-}
+from obs.levels import (
+    LEVEL_BY_METHOD,
+    NAME_BY_LEVEL,
+    SEVERITY_BY_LEVEL,
+    level_name,
+    severity_number,
+)
 
-
-def severity_number(level: int) -> int:
-    """OTel severity_number of a stdlib level, for custom levels too (TRACE..FATAL4)."""
-    number = SEVERITY_NUMBERS.get(level)
-    if number is not None:
-        return number
-    if level < logging.DEBUG:
-        return 1
-    base = max(lvl for lvl in SEVERITY_NUMBERS if lvl <= level)
-    return min(SEVERITY_NUMBERS[base] + (level - base) * 4 // 10, 24)
-
-
-def level_name(level: int) -> str:
-    """Name of a level, ``LEVEL15``-style for custom ones."""
-    return LEVEL_NAMES.get(level) or logging.getLevelName(level)
+#: Kept for importers of the old names; the table lives in :mod:`obs.levels`.
+SEVERITY_NUMBERS = SEVERITY_BY_LEVEL
+LEVEL_NAMES = NAME_BY_LEVEL
+METHOD_LEVELS = LEVEL_BY_METHOD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,11 +76,11 @@ DEFAULT_POLICY = StagePolicy(
 def _as_level(level: object, method_name: str) -> int:
     """An int level from a float or missing one (``log(25.5, ...)`` is level 25)."""
     if level is None:
-        return METHOD_LEVELS.get(method_name, logging.INFO)
+        return LEVEL_BY_METHOD.get(method_name, logging.INFO)
     try:
         value: int = int(level)  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):
-        return METHOD_LEVELS.get(method_name, logging.INFO)
+        return LEVEL_BY_METHOD.get(method_name, logging.INFO)
     return max(0, min(value, 100))
 
 
@@ -140,6 +113,6 @@ class TagSeverity:
                     event_dict["user.outcome"] = event_dict["outcome"]
                 event_dict["outcome"] = rule.outcome
         event_dict["_obs_level"] = level
-        event_dict["severity_text"] = LEVEL_NAMES.get(level) or level_name(level)
-        event_dict["severity_number"] = SEVERITY_NUMBERS.get(level) or severity_number(level)
+        event_dict["severity_text"] = NAME_BY_LEVEL.get(level) or level_name(level)
+        event_dict["severity_number"] = SEVERITY_BY_LEVEL.get(level) or severity_number(level)
         return event_dict

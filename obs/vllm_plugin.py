@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from obs.errors import ConfigError
-from obs.settings import _bool
+from obs.settings import read_variable
 
 #: The variable that turns the plugin on (``1``/``true``); anything else leaves vLLM as is.
 ENABLE_VAR = "OBS_VLLM"
@@ -41,7 +41,7 @@ CONFIG_PATH = str(Path(__file__).with_name("vllm-logging.json"))
 def enabled(var: str = ENABLE_VAR) -> bool:
     """Whether ``var`` is set true; a bad value counts as off (reported by :func:`register`)."""
     try:
-        return _bool(var, os.environ.get(var, ""))
+        return bool(read_variable(var))
     except ConfigError:
         return False
 
@@ -71,7 +71,7 @@ def route_vllm_logging() -> bool:
 def register() -> None:
     """The ``vllm.general_plugins`` entry point (vLLM may call it more than once)."""
     try:
-        if not _bool(ENABLE_VAR, os.environ.get(ENABLE_VAR, "")):
+        if not read_variable(ENABLE_VAR):
             return
     except ConfigError as exc:  # neither true nor false: say so, stay off
         _report(exc)

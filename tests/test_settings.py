@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import tempfile
@@ -12,7 +13,17 @@ import pytest
 
 import obs
 from obs.errors import ConfigError
-from obs.settings import ENV_VARS, Settings, load_settings, parse_level
+from obs.settings import (
+    ENV_VARS,
+    SETTINGS,
+    Derived,
+    Setting,
+    Settings,
+    load_settings,
+    parse_level,
+    read_variable,
+)
+from tools.gendocs import BEGIN, END, render
 
 #: Real PEM files: certificate variables are checked at configure time.
 _PEM_DIR = Path(tempfile.mkdtemp(prefix="obs-test-pem-"))
@@ -207,12 +218,77 @@ class TestPrecedence:
         """Every variable the precedence table exercises is listed in ENV_VARS."""
         assert set() == {row[1] for row in PRECEDENCE} - set(ENV_VARS)
 
-    def test_readme_table_lists_every_env_var(self) -> None:
-        """The README configuration table names every variable obs reads, and no other."""
+    def test_readme_table_is_generated_from_the_table(self) -> None:
+        """The README configuration table is exactly what SETTINGS generates (make docs)."""
         readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-        table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-        named = set(re.findall(r"`((?:OBS|OTEL)_[A-Z_]+)`", table))
-        assert (set(), set()) == (set(ENV_VARS) - named, named - set(ENV_VARS))
+        assert render(readme) == readme
+
+    def test_readme_table_lists_every_env_var(self) -> None:
+        """The generated README table names every variable obs reads, and no other."""
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+        table = readme.split(BEGIN, 1)[1].split(END, 1)[0]
+        named = set(re.findall(r"^\| `([A-Z_]+)`(?:, `([A-Z_]+)`)?", table, re.MULTILINE))
+        flat = {name for pair in named for name in pair if name}
+        assert (set(), set()) == (set(ENV_VARS) - flat, flat - set(ENV_VARS))
+
+    def test_every_settings_field_has_one_row(self) -> None:
+        """Each Settings field is resolved by exactly one SETTINGS row (keyword-only ones too)."""
+        fields = [f.name for f in dataclasses.fields(Settings) if f.name != "sources"]
+        rows = [row.field for row in SETTINGS if row.field is not None]
+        assert (sorted(fields), len(rows)) == (sorted(rows), len(set(rows)))
+
+    def test_table_defaults_are_the_dataclass_defaults(self) -> None:
+        """A row's plain default is the Settings field's default (no second source of truth)."""
+        defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+        differ = {
+            row.field: (row.default, defaults[row.field])
+            for row in SETTINGS
+            if row.field is not None
+            and not isinstance(row.default, Derived)
+            and defaults[row.field] is not dataclasses.MISSING
+            and row.default != defaults[row.field]
+        }
+        assert {} == differ
+
+    @pytest.mark.parametrize(
+        "row", [r for r in SETTINGS if r.variables], ids=lambda r: r.variables[0]
+    )
+    def test_unset_variables_give_the_default(self, row: Setting) -> None:
+        """With none of its variables set, a field takes its row's default."""
+        if row.field is None:
+            assert row.default == read_variable(row.variables[0], env={})
+        elif not isinstance(row.default, Derived):
+            assert row.default == getattr(load_settings({}, env={}), row.field)
+
+    def test_lax_loading_falls_back_to_the_next_variable(self) -> None:
+        """On the lazy path a bad logs-specific value is reported and the general one used."""
+        errors: list[ConfigError] = []
+        env = {"OTEL_EXPORTER_OTLP_LOGS_TIMEOUT": "soon", "OTEL_EXPORTER_OTLP_TIMEOUT": "4"}
+        settings = load_settings({}, env=env, errors=errors)
+        assert (4.0, ["OTEL_EXPORTER_OTLP_LOGS_TIMEOUT"]) == (
+            settings.otlp_timeout,
+            [e.variable for e in errors],
+        )
+
+    def test_read_variable_parses_through_the_row(self) -> None:
+        """A variable read outside Settings (OBS_VLLM) uses its row's parser and errors."""
+        assert (True, False) == (
+            read_variable("OBS_VLLM", env={"OBS_VLLM": "yes"}),
+            read_variable("OBS_VLLM", env={"OBS_VLLM": " "}),
+        )
+        with pytest.raises(ConfigError) as info:
+            read_variable("OBS_VLLM", env={"OBS_VLLM": "maybe"})
+        assert "OBS_VLLM" == info.value.variable
+
+    @pytest.mark.parametrize(
+        ("env", "expected"),
+        [({}, (False, False)), ({"NO_COLOR": "x"}, (True, False)),
+         ({"FORCE_COLOR": "0"}, (False, False)), ({"FORCE_COLOR": "3"}, (False, True))],
+    )  # fmt: skip
+    def test_color_variables_never_fail(self, env: dict[str, str], expected: object) -> None:
+        """NO_COLOR (any non-empty) and FORCE_COLOR (not 0) follow their conventions."""
+        settings = load_settings({}, env=env)
+        assert expected == (settings.no_color, settings.force_color)
 
 
 class TestFileTemplate:
