@@ -288,7 +288,7 @@ class Runtime:
         chain: list[Processor] = [
             merge_contextvars,
             add_rank_info(self.resolver),
-            TagSeverity(policy),
+            TagSeverity(policy, on_bad_argument=self._bad_argument),
             DecideScope(self.resolver, self.ship_level if shipping else None),
             Dedup(self.deduper, on_bad_argument=self._bad_argument),
             AddCallsite(),
@@ -680,14 +680,21 @@ class Runtime:
         except Exception:
             self.unreported_errors += 1
 
-    def _bad_argument(self, argument: str, value: object) -> None:
+    def _bad_argument(
+        self,
+        argument: str,
+        value: object,
+        expected: str = "a positive number",
+        consequence: str = "logged without throttling",
+    ) -> None:
+        """Report a bad call argument once per argument name (the event is still logged)."""
         self._report_once(
             ("argument", argument),
             "obs_internal_error",
-            where="obs.dedup",
+            where="obs.api",
             error_type="ValueError",
             error_message=f"{argument}={safe_repr(value, 100)} is not valid "
-            "(expected a positive number): logged without throttling",
+            f"(expected {expected}): {consequence}",
         )
 
     def _report_once(self, signature: tuple[str, str], event: str, **fields: Any) -> None:

@@ -21,7 +21,7 @@ __all__ = [
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from structlog.typing import EventDict, WrappedLogger
 
@@ -89,13 +89,20 @@ class TagSeverity:
 
     The level comes from the method name (``warning``) or a numeric ``_obs_level`` the
     logger already put there; a known ``stage`` sets it to the stage's level and sets the
-    stage's ``outcome`` (a caller's own ``outcome`` is kept as ``user.outcome``).
+    stage's ``outcome`` (a caller's own ``outcome`` is kept as ``user.outcome``). A stage
+    that is not text is no stage: it is kept as ``user.stage`` and ``on_bad_argument`` is
+    told, so the control field always holds a name.
     """
 
-    __slots__ = ("_policy",)
+    __slots__ = ("_on_bad_argument", "_policy")
 
-    def __init__(self, policy: StagePolicy = DEFAULT_POLICY) -> None:
+    def __init__(
+        self,
+        policy: StagePolicy = DEFAULT_POLICY,
+        on_bad_argument: Callable[[str, object, str, str], None] | None = None,
+    ) -> None:
         self._policy = policy
+        self._on_bad_argument = on_bad_argument
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         level = event_dict.get("_obs_level")
@@ -103,10 +110,9 @@ class TagSeverity:
             level = _as_level(level, method_name)
         stage = event_dict.get("stage")
         if stage is not None:
-            try:
-                rule = self._policy.rules.get(stage)
-            except TypeError:  # an unhashable stage names no rule
-                rule = None
+            if type(stage) is not str:
+                stage = self._plain_stage(event_dict, stage)
+            rule = self._policy.rules.get(stage) if stage is not None else None
             if rule is not None:
                 level = rule.level  # the stage decides the level
                 if "outcome" in event_dict and event_dict["outcome"] != rule.outcome:
@@ -116,3 +122,14 @@ class TagSeverity:
         event_dict["severity_text"] = NAME_BY_LEVEL.get(level) or level_name(level)
         event_dict["severity_number"] = SEVERITY_BY_LEVEL.get(level) or severity_number(level)
         return event_dict
+
+    def _plain_stage(self, event_dict: EventDict, stage: object) -> str | None:
+        """A str subclass (a str Enum) becomes its text; anything else moves to user.stage."""
+        if isinstance(stage, str):
+            text = str.__str__(stage)
+            event_dict["stage"] = text
+            return text
+        event_dict["user.stage"] = event_dict.pop("stage")
+        if self._on_bad_argument is not None:
+            self._on_bad_argument("stage", stage, "a stage name, a str", "kept as user.stage")
+        return None

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import obs
+import obs.testing
 from obs.severity import (
     DEFAULT_POLICY,
     StagePolicy,
@@ -207,3 +211,51 @@ class TestThroughTheChain:
         read = configure_json()
         obs.get_logger("t").info_once("tf", stage="terminal_failure")
         assert ["ERROR"] == [r["severity_text"] for r in read()]
+
+
+class TestStageValues:
+    """``stage`` is a control field: a text name or nothing, never a value of another type."""
+
+    def test_str_enum_stage_is_written_as_its_text(
+        self, configure_json: Callable[..., Callable[[], list[dict[str, Any]]]]
+    ) -> None:
+        """A str Enum member names its stage: the rule applies and the line says the text."""
+
+        class Stage(str, enum.Enum):
+            TERMINAL = "terminal_failure"
+
+        read = configure_json()
+        obs.get_logger("t").info("tf", stage=Stage.TERMINAL)
+        (record,) = read()
+        assert ("terminal_failure", "ERROR") == (record["stage"], record["severity_text"])
+
+    @given(
+        stage=st.one_of(
+            st.integers(),
+            st.binary(min_size=1, max_size=20),
+            st.lists(st.text(max_size=5), max_size=3),
+            st.floats(allow_nan=False),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        )
+    )
+    @settings(max_examples=40, deadline=None)
+    def test_non_text_stage_becomes_user_data_and_is_reported(self, stage: object) -> None:
+        """A stage that is not text is kept as ``user.stage``, the event keeps its level, and
+        the bad argument is reported once (obs_internal_error naming ``stage``)."""
+        obs.configure(stream="none")
+        try:
+            with obs.testing.capture_events() as events:
+                obs.get_logger("t").info("evt", stage=stage)
+                obs.get_logger("t").info("evt", stage=stage)
+        finally:
+            obs.testing.reset()
+        written = [e for e in events if e["event"] == "evt"]
+        reports = [e for e in events if e["event"] == "obs_internal_error"]
+        assert (2, None, "INFO", 1) == (
+            len(written),
+            written[0].get("stage"),
+            written[0]["severity_text"],
+            len(reports),
+        )
+        assert "user.stage" in written[0]
+        assert "stage=" in reports[0]["error_message"]
