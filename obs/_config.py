@@ -15,7 +15,9 @@ import signal
 import threading
 from typing import Any
 
+from obs._bridge import install_bridge, remove_bridge
 from obs._runtime import Runtime, build_output
+from obs._seams import SinkFactory, default_sink_factory
 from obs.errors import ConfigError
 from obs.rank import RankResolver
 from obs.settings import Settings, load_settings
@@ -30,7 +32,7 @@ def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
 class Holder:
     """Holds the current :class:`Runtime` (None until first use or ``configure()``)."""
 
-    __slots__ = ("_atexit", "_lock", "_sighup", "bridge", "runtime", "sinks")
+    __slots__ = ("_atexit", "_lock", "_sighup", "bridge", "runtime", "sink_factory", "sinks")
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
@@ -38,6 +40,8 @@ class Holder:
         #: Capture sinks every runtime gets, across configure() and reset() (the pytest
         #: plugin's caplog mirror); ``capture_events()`` lists live on one runtime only.
         self.sinks: list[Any] = []
+        #: Builds the export sink of each configured runtime (tests inject their own).
+        self.sink_factory: SinkFactory = default_sink_factory
         self._lock = threading.RLock()
         self._atexit = False
         self._sighup = False
@@ -113,7 +117,10 @@ class Holder:
             except Exception as exc:
                 raise _output_error(settings, exc) from None
             runtime = Runtime(
-                settings, deduper=old.deduper if keep and old else None, output=output
+                settings,
+                deduper=old.deduper if keep and old else None,
+                output=output,
+                sink_factory=self.sink_factory,
             )
             runtime.captures.extend(self.sinks)
             self.runtime = runtime
@@ -121,8 +128,6 @@ class Holder:
                 if not keep:
                     old.emit_summaries()
                 old.shutdown(timeout=min(1.0, old.settings.shutdown_timeout))
-            from obs.stdlib import install_bridge, remove_bridge  # noqa: PLC0415
-
             if settings.stdlib_bridge:
                 install_bridge(
                     self,
@@ -143,8 +148,6 @@ class Holder:
     def reset(self) -> None:
         """Back to unconfigured: shut the runtime down quickly and remove the bridge."""
         with self._lock:
-            from obs.stdlib import remove_bridge  # noqa: PLC0415
-
             remove_bridge(self)
             old, self.runtime = self.runtime, None
             if old is not None:

@@ -33,67 +33,23 @@ __all__ = [
     "VllmLogger",
     "adopt_loggers",
     "init_logger",
-    "install_bridge",
-    "remove_bridge",
 ]
 
 import contextlib
 import logging
-import os
-import sys
-import threading
 from collections.abc import Iterable
 from types import MethodType
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, cast
 
+from obs._bridge import (
+    HANDLED,
+    ObsHandler,
+    adopt_consoles,
+    log_record,
+)
+from obs._config import STATE
 from obs.dedup import OVERFLOW
 from obs.settings import DEFAULT_ADOPT_LOGGERS
-
-if TYPE_CHECKING:
-    from obs._config import Holder
-
-_NO_EXPORT_PREFIXES = ("opentelemetry", "grpc", "urllib3")
-
-
-class ObsHandler(logging.Handler):
-    """Root handler: hands each record to the current runtime, with a re-entrancy guard."""
-
-    def __init__(self, holder: Holder) -> None:
-        super().__init__(logging.NOTSET)
-        self._holder = holder
-        self._local = threading.local()
-        #: Records dropped because they were logged while obs was handling a record.
-        self.reentrant_drops = 0
-        #: The root logger's level before the bridge set it (restored on removal).
-        self.previous_root_level: int | None = None
-        #: Loggers whose console output obs took over, with what to give back.
-        self.adopted: dict[str, Adopted] = {}
-        self.adopt_lock = threading.Lock()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        """Process ``record``. One logged while this thread is inside obs (a signal handler,
-        a finaliser) is deferred by the runtime and written after, never looped or blocked."""
-        if getattr(record, _HANDLED, False):  # an obs Handler on its logger wrote it
-            return
-        try:
-            _log_record(self._holder, record)
-        except Exception:
-            self.reentrant_drops += 1
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
-
-
-#: Set on a record an obs handler wrote, so another obs handler up the tree skips it.
-_HANDLED = "_obs_handled"
-
-
-def _log_record(holder: Holder, record: logging.LogRecord) -> None:
-    """Hand ``record`` to the current runtime (the OTel SDK's own records not exported)."""
-    setattr(record, _HANDLED, True)
-    runtime = holder.runtime or holder.ensure()
-    export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
-    runtime.log_record(record, export=export)
 
 
 class Handler(logging.Handler):
@@ -113,94 +69,19 @@ class Handler(logging.Handler):
     def handle(self, record: logging.LogRecord) -> bool:
         """Configure obs first if needed, outside this handler's lock (configuring takes
         the logging module's lock, which ``dictConfig`` holds while it takes ours)."""
-        from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
-
         if STATE.runtime is None:
             STATE.configure_from_env()
         return super().handle(record)
 
     def emit(self, record: logging.LogRecord) -> None:
         """Process ``record`` once, never raising into the application."""
-        if getattr(record, _HANDLED, False):
+        if getattr(record, HANDLED, False):
             return
-        from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
-
         with contextlib.suppress(Exception):
-            _log_record(STATE, record)
+            log_record(STATE, record)
 
     def handleError(self, record: logging.LogRecord) -> None:
         """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
-
-
-def _in_export_thread() -> bool:
-    otel = sys.modules.get("obs.otel")
-    check = getattr(otel, "in_export_thread", None)
-    try:
-        return bool(check()) if check is not None else False
-    except Exception:
-        return False
-
-
-class Adopted(NamedTuple):
-    """What adoption changed on one logger: the console handlers taken off, the old flag."""
-
-    handlers: tuple[logging.Handler, ...]
-    propagate: bool
-
-
-def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
-    """Plain ``StreamHandler``s not writing to a named file: the console output torch and
-    vLLM set up. Subclasses (``FileHandler``, torch's trace handler, a user's own) and
-    streams opened on a path are not console output."""
-    out: list[logging.Handler] = []
-    for h in logger.handlers:
-        if type(h) is not logging.StreamHandler:
-            continue
-        name = getattr(getattr(h, "stream", None), "name", None)
-        if isinstance(name, str) and os.path.isabs(name):
-            continue
-        out.append(h)
-    return out
-
-
-def _is_otel_logging_handler(handler: logging.Handler) -> bool:
-    """The OTel SDK's ``LoggingHandler`` (checked by name: the SDK need not be imported)."""
-    cls = type(handler)
-    return cls.__name__ == "LoggingHandler" and cls.__module__.startswith("opentelemetry.")
-
-
-def install_bridge(
-    holder: Holder,
-    level: int,
-    adopt: Iterable[str] = DEFAULT_ADOPT_LOGGERS,
-    *,
-    keep_root_level: bool = False,
-    adopt_otel_handlers: bool = False,
-) -> ObsHandler:
-    """Put one :class:`ObsHandler` on the root logger (replacing an earlier one) and adopt
-    the console loggers under ``adopt``, and the root logger's own console handlers
-    (``logging.basicConfig``), so every stdlib line comes out once, through obs; with
-    ``adopt_otel_handlers`` also the OTel SDK's ``LoggingHandler`` (``opentelemetry-instrument``
-    puts one there) when obs exports through that same global provider. The root
-    level is set to ``level`` unless ``keep_root_level`` (the app chose it, OBS_LEVEL did
-    not); removal gives all of it back."""
-    remove_bridge(holder)
-    handler = ObsHandler(holder)
-    root = logging.getLogger()
-    handler.previous_root_level = root.level
-    consoles = _console_handlers(root)
-    if adopt_otel_handlers:  # obs exports through the same provider: once is enough
-        consoles += [h for h in root.handlers if _is_otel_logging_handler(h)]
-    if consoles:
-        handler.adopted.setdefault("", Adopted(tuple(consoles), root.propagate))
-    root.addHandler(handler)  # first, so no record meanwhile falls to logging.lastResort
-    for console in consoles:
-        root.removeHandler(console)
-    if not keep_root_level:
-        root.setLevel(level)
-    holder.bridge = handler
-    adopt_loggers(adopt, handler)
-    return handler
 
 
 def adopt_loggers(
@@ -216,62 +97,12 @@ def adopt_loggers(
     call; a no-op without the bridge.
     """
     if handler is None:
-        from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
-
         handler = STATE.bridge
         if names is None and STATE.runtime is not None:
             names = STATE.runtime.settings.adopt_loggers
     if handler is None:
         return []
-    prefixes = tuple(names if names is not None else DEFAULT_ADOPT_LOGGERS)
-    if not prefixes:
-        return []
-    taken: list[str] = []
-    with handler.adopt_lock:
-        for name, logger in list(logging.Logger.manager.loggerDict.items()):
-            if not isinstance(logger, logging.Logger):
-                continue
-            if not any(name == p or name.startswith(p + ".") for p in prefixes):
-                continue
-            consoles = _console_handlers(logger)
-            if not consoles:
-                continue
-            # The first adoption's state is what removal gives back.
-            handler.adopted.setdefault(name, Adopted(tuple(consoles), logger.propagate))
-            logger.propagate = True  # first, so no record falls to logging.lastResort
-            for console in consoles:
-                logger.removeHandler(console)
-            taken.append(name)
-    return taken
-
-
-def _give_back(handler: ObsHandler) -> None:
-    """Restore what adoption changed, unless the library has set its logger up again."""
-    with handler.adopt_lock:
-        for name, adopted in list(handler.adopted.items()):
-            logger = logging.getLogger(name)
-            if not _console_handlers(logger):  # else: re-configured since; leave it be
-                for console in adopted.handlers:
-                    logger.addHandler(console)
-                logger.propagate = adopted.propagate
-        handler.adopted.clear()
-
-
-def remove_bridge(holder: Holder) -> None:
-    """Take obs' handler off the root logger, restore the root level it replaced and give
-    adopted loggers their handlers back (also when something else already removed the
-    handler from the root logger, as ``logging.basicConfig(force=True)`` does)."""
-    root = logging.getLogger()
-    handlers = [h for h in root.handlers if isinstance(h, ObsHandler)]
-    if isinstance(holder.bridge, ObsHandler) and holder.bridge not in handlers:
-        handlers.append(holder.bridge)
-    for handler in handlers:
-        if handler in root.handlers:
-            root.removeHandler(handler)
-            if handler.previous_root_level is not None:
-                root.setLevel(handler.previous_root_level)
-        _give_back(handler)
-    holder.bridge = None
+    return adopt_consoles(handler, names if names is not None else DEFAULT_ADOPT_LOGGERS)
 
 
 class VllmLogger(logging.Logger):
@@ -308,8 +139,6 @@ def _once(
     alive), and repeats are counted by the current runtime."""
     if not logger.isEnabledFor(level):
         return
-    from obs._config import STATE  # noqa: PLC0415 - avoid an import cycle
-
     try:
         runtime = STATE.runtime or STATE.ensure()
         admitted = runtime.admit_once(logger.name, level, msg, args, scope)
