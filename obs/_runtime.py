@@ -29,6 +29,7 @@ from structlog import DropEvent
 from structlog.typing import EventDict, Processor
 
 from obs._output import FileSink, Output, StreamSink
+from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
@@ -249,6 +250,7 @@ class Runtime:
         policy: StagePolicy = DEFAULT_POLICY,
         build_sink: bool = True,
         output: Output | None = None,
+        sink_factory: SinkFactory = default_sink_factory,
     ) -> None:
         self.settings = settings
         self.level = settings.level
@@ -275,12 +277,10 @@ class Runtime:
                 )
             )
         )
-        self.sink: Any = None
+        self.sink: ExportProcessor | None = None
         self._final_stats: dict[str, Any] | None = None
         if build_sink:
-            from obs.otel import build_export_sink  # noqa: PLC0415 - the SDK loads only when used
-
-            self.sink = build_export_sink(settings, self.resolver, self.report)
+            self.sink = sink_factory(settings, self.resolver, self.report)
         self.export_level = settings.export_all_ranks_level if self.sink is not None else _NEVER
         #: Hidden-by-scope records at or above this still go to the shipping sinks.
         shipping = self.sink is not None or self._output.file is not None

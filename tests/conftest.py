@@ -6,8 +6,6 @@ import importlib.util
 import json
 import logging
 import os
-import sys
-import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 
 import obs
 import obs.testing
+from obs._config import STATE
 
 #: Launcher variables the rank resolver reads: a CI job running under SLURM or torchrun
 #: must not change what the tests see.
@@ -84,9 +83,7 @@ class FakeSink:
 def fake_sink(monkeypatch: pytest.MonkeyPatch) -> FakeSink:
     """Make ``obs.configure()`` put a :class:`FakeSink` in the chain as its export sink."""
     sink = FakeSink()
-    module = types.ModuleType("obs.otel")
-    module.build_export_sink = lambda settings, resolver, report: sink  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "obs.otel", module)
+    monkeypatch.setattr(STATE, "sink_factory", lambda settings, resolver, report: sink)
     return sink
 
 
