@@ -16,12 +16,10 @@ import contextvars
 from structlog.contextvars import STRUCTLOG_KEY_PREFIX
 from structlog.typing import EventDict, WrappedLogger
 
+from obs._fields import CONTROL_SET
 from obs.encode import plain_values
-from obs.render import CONTROL_FIELDS
 
 _PREFIX_LEN = len(STRUCTLOG_KEY_PREFIX)
-#: The chain's own fields (the same set as ``obs.render.CONTROL_FIELDS``).
-_CONTROL = frozenset(CONTROL_FIELDS)
 
 
 def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
@@ -29,7 +27,7 @@ def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: Event
     for var, value in contextvars.copy_context().items():
         if value is not Ellipsis and var.name.startswith(STRUCTLOG_KEY_PREFIX):
             key = var.name[_PREFIX_LEN:]
-            if key in _CONTROL:
+            if key in CONTROL_SET:
                 key = "user." + key
             if key not in event_dict:
                 event_dict[key] = value

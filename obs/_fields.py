@@ -1,0 +1,110 @@
+"""The fields of an event dict: one table of the keys the chain owns, and one constructor.
+
+Every module that treats a key specially (the renderer's order and types, the deduper's
+key, the OTLP mapping, the event schema, the user-field guard) derives its set from
+:data:`FIELDS` here, and every event dict starts as :func:`new_event_dict`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CALL_KEYWORDS",
+    "CONTROL_FIELDS",
+    "CONTROL_SET",
+    "FIELDS",
+    "INT_FIELDS",
+    "NOT_KEYED",
+    "OTEL_RECORD_FIELDS",
+    "PRIVATE_PREFIX",
+    "Field",
+    "new_event_dict",
+]
+
+from typing import Any, NamedTuple
+
+from obs.levels import CLASS_NAMES
+from obs.severity import DEFAULT_POLICY
+
+
+class Field(NamedTuple):
+    """One control field: its JSON schema, whether every record has it, what it means, and
+    how the chain treats it."""
+
+    name: str
+    schema: dict[str, Any]
+    required: bool
+    meaning: str
+    #: Part of a dedup key (the call's own content) rather than the same for every call.
+    keyed: bool = False
+    #: A top-level field of the OTel log record rather than an attribute.
+    otel_record: bool = False
+
+
+_STRING: dict[str, Any] = {"type": "string"}
+_OUTCOMES = list(dict.fromkeys(rule.outcome for rule in DEFAULT_POLICY.rules.values()))
+
+#: The table, in the order a line (and a slimmed line) keeps them.
+FIELDS: tuple[Field, ...] = (
+    Field("timestamp", {"type": "string", "format": "date-time"}, True, "ISO 8601, UTC",
+          otel_record=True),
+    Field("severity_text", {"enum": list(CLASS_NAMES)}, True,
+          "level name after the stage policy", otel_record=True),
+    Field("severity_number", {"type": "integer", "minimum": 1, "maximum": 24}, True,
+          "OTel severity number", otel_record=True),
+    Field("event", _STRING, True, "the stable event name"),
+    Field("body", _STRING, True, "human message", keyed=True, otel_record=True),
+    Field("logger", _STRING, True, "logger name"),
+    Field("stage", {"enum": list(DEFAULT_POLICY.rules)}, False, "fallback-chain stage",
+          keyed=True),
+    Field("outcome", {"enum": _OUTCOMES}, False, "what the stage means for the caller"),
+    Field("rank", {"type": "integer", "minimum": 0}, True, "global rank"),
+    Field("local_rank", {"type": "integer", "minimum": 0}, True, "rank within the node"),
+    Field("world_size", {"type": "integer", "minimum": 1}, True, "number of ranks"),
+    Field("node_rank", {"type": "integer", "minimum": 0}, True, "node index"),
+    Field("host.name", _STRING, True, "host name"),
+    Field("code.file.path", _STRING, False, "caller's file"),
+    Field("code.line.number", {"type": "integer"}, False, "caller's line"),
+    Field("code.function.name", _STRING, False, "caller's function"),
+    Field("exception.type", _STRING, False, "exception class, when exc_info was given",
+          keyed=True),
+    Field("exception.message", _STRING, False, "exception message", keyed=True),
+    Field("exception.stacktrace", _STRING, False, "formatted traceback", keyed=True),
+)  # fmt: skip
+
+#: Keywords a logger call takes that are instructions, not fields of the record.
+CALL_KEYWORDS: tuple[str, ...] = (
+    "scope",
+    "once",
+    "once_key",
+    "every_n",
+    "every_seconds",
+    "exc_info",
+    "level",
+)
+#: Keys the chain adds for its own use; removed before anything is written.
+PRIVATE_PREFIX = "_obs_"
+
+CONTROL_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)
+CONTROL_SET: frozenset[str] = frozenset(CONTROL_FIELDS)
+INT_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.schema.get("type") == "integer")
+OTEL_RECORD_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.otel_record)
+#: What a dedup key leaves out: fields that are the same for every call of a process (or
+#: are the key's other parts), the call's instructions, and the overflow marker.
+NOT_KEYED: frozenset[str] = (
+    frozenset(f.name for f in FIELDS if not f.keyed)
+    | frozenset(CALL_KEYWORDS) - {"exc_info", "level"}
+    | {"dedup_overflow"}
+)
+
+
+def new_event_dict(event: object, body: object, logger: object) -> dict[str, Any]:
+    """The skeleton every event dict starts from: the three fields the chain fills in
+    later come first (so every line has the same order), then event, body and logger."""
+    return {
+        "timestamp": None,
+        "severity_text": None,
+        "severity_number": None,
+        "event": event,
+        "body": body,
+        "logger": logger,
+    }
