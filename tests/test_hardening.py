@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 import obs
 from obs._config import STATE
+from obs._fields import CONTROL_SET
 from obs.encode import MAX_WALK, REDACTED, is_secret_key, to_jsonable
 from obs.errors import ConfigError
 from obs.render import CONTROL_FIELDS, MAX_LINE, JSONRenderer
-from obs._fields import CONTROL_SET
 from obs.settings import load_settings
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
