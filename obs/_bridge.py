@@ -1,4 +1,5 @@
-"""The stdlib bridge's machinery: the root handler obs installs, and console adoption.
+"""The stdlib bridge's machinery: the root handler obs installs, console adoption, and
+the conversion of a ``LogRecord`` into an event dict.
 
 :mod:`obs._config` installs and removes it for the holder it serves; the holder is passed
 in, so nothing here reaches for global state. The public face is :mod:`obs.stdlib`.
@@ -7,23 +8,34 @@ in, so nothing here reaches for global state. The public face is :mod:`obs.stdli
 from __future__ import annotations
 
 __all__ = [
+    "CALL_KEYWORDS",
     "HANDLED",
+    "STDLIB_ATTRS",
     "Adopted",
     "BridgeHolder",
     "ObsHandler",
     "adopt_consoles",
     "install_bridge",
     "log_record",
+    "record_dict",
+    "record_minimal",
     "remove_bridge",
 ]
 
 import logging
+import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from structlog.typing import EventDict
+
+from obs._format import format_body, plain_text, safe_text
+from obs.encode import MAX_KEY, MAX_STR, safe_repr
+from obs.render import user_fields
 from obs.settings import DEFAULT_ADOPT_LOGGERS
 
 if TYPE_CHECKING:
@@ -209,3 +221,79 @@ def remove_bridge(holder: BridgeHolder) -> None:
                 root.setLevel(handler.previous_root_level)
         _give_back(handler)
     holder.bridge = None
+
+
+# -- a LogRecord as an event dict --------------------------------------------------------
+
+#: A LogRecord's own attributes: anything else on a record came from ``extra``.
+STDLIB_ATTRS = frozenset(
+    logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys()
+    | {"message", "asctime", "taskName"}
+)
+#: Control fields a record's ``extra`` may set, as a call's keywords may.
+CALL_KEYWORDS = frozenset({"stage", "body"})
+
+
+def record_minimal(record: logging.LogRecord) -> EventDict:
+    """What is left of a record whose full conversion failed: level, message, logger
+    (each read on its own: any of them may be the attribute that raises)."""
+
+    def read(name: str, default: Any) -> Any:
+        try:
+            return record.__dict__.get(name, default)
+        except Exception:
+            return default
+
+    level, msg = read("levelno", logging.INFO), read("msg", None)
+    plain = type(msg) is str and len(msg) <= MAX_STR
+    return {
+        "event": msg if plain else "obs_unbridgeable_record",
+        "body": safe_repr(msg, 1000),
+        "logger": plain_text(read("name", "?")),
+        "_obs_level": level if type(level) is int else logging.INFO,
+        "user.error": "the record's attributes could not be read",
+    }
+
+
+def record_dict(record: logging.LogRecord) -> EventDict:
+    """A stdlib record as an event dict: the template is the event, the formatted message
+    the body, ``extra`` fields user fields, and the record's own time and callsite."""
+    msg = record.msg
+    event = msg if isinstance(msg, str) else safe_repr(msg, 200)
+    if len(event) > MAX_STR:
+        event = plain_text(event)
+    args = record.args
+    if args:  # as getMessage() does, bounded and scrubbed
+        body = format_body(msg, args if isinstance(args, tuple) else (args,))
+    else:
+        body = msg if type(msg) is str else safe_text(msg)
+    ed: EventDict = {
+        "timestamp": None,
+        "severity_text": None,
+        "severity_number": None,
+        "event": event,
+        "body": body if type(body) is str and len(body) <= MAX_STR else plain_text(body),
+        "logger": plain_text(record.name),
+    }
+    extras = {}
+    for k, v in record.__dict__.items():
+        if type(k) is not str:
+            k = safe_repr(k, MAX_KEY)  # noqa: PLW2901 - a key whose __str__ may raise
+        if k not in STDLIB_ATTRS and not k.startswith("_obs_"):
+            extras[k] = v
+    if extras:
+        ed.update(user_fields(extras, CALL_KEYWORDS))
+    ed["code.file.path"] = plain_text(record.pathname)
+    lineno = record.lineno
+    ed["code.line.number"] = lineno if type(lineno) is int else 0
+    ed["code.function.name"] = plain_text(record.funcName)
+    if record.exc_info:
+        ed["exc_info"] = record.exc_info
+    level = record.levelno
+    ed["_obs_level"] = level if type(level) is int else logging.INFO
+    created = record.created
+    if type(created) in (int, float) and math.isfinite(created) and abs(created) < 1e11:
+        ed["_obs_time_ns"] = round(created * 1e6) * 1000  # float s, exact to the us
+    else:
+        ed["_obs_time_ns"] = time.time_ns()  # a record built by hand with a bad time
+    return ed

@@ -18,7 +18,6 @@ __all__ = ["CONTROL_KEYS", "Runtime", "build_output", "enumerate_args"]
 import logging
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,12 +27,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from structlog import DropEvent
 from structlog.typing import EventDict, Processor
 
+from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
+from obs._format import format_body, plain_text
 from obs._output import FileSink, Output, StreamSink
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
-from obs.encode import MAX_KEY, MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
+from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
 from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import (
     CONTROL_FIELDS,
@@ -60,16 +61,10 @@ if TYPE_CHECKING:
     from obs._logger import BoundLogger
 
 _NEVER = 1 << 30
-_STDLIB_ATTRS = frozenset(
-    logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys()
-    | {"message", "asctime", "taskName"}
-)
 _METHOD_BY_LEVEL = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critical"}
 #: Fields the chain owns: a caller's field of that name is kept as ``user.<name>``.
 CONTROL_KEYS = frozenset(CONTROL_FIELDS)
-#: Control fields a call (not a bound value or contextvar) may set: the documented keywords.
-_CALL_KEYWORDS = frozenset({"stage", "body"})
-_CALL_CONTROL = CONTROL_KEYS - _CALL_KEYWORDS
+_CALL_CONTROL = CONTROL_KEYS - CALL_KEYWORDS
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _line = JSONRenderer.line_bytes
 #: Events deferred by re-entrant calls on one thread before further ones are counted.
@@ -92,78 +87,6 @@ class _Local(threading.local):
 
 
 _LOCAL = _Local()
-
-
-def _plain_text(value: object) -> str:
-    """An event name as a plain, bounded str (a str subclass or a huge str made safe)."""
-    return str(to_jsonable(value)) if isinstance(value, str) else safe_repr(value, 1000)
-
-
-#: A %-format width or precision of 1000 or more (or ``*``): formatting it could build a
-#: string of any size, so such a template is shown with its arguments instead.
-_WIDE_FORMAT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d{4,})|%[-#0 +]*\d*\.(?:\*|\d{4,})")
-
-
-class _BoundedArg:
-    """A positional argument that is not a plain number or short str: its ``%s`` / ``%r``
-    text is bounded (reprlib for containers), so a million-item list costs nothing."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: object) -> None:
-        self._value = value
-
-    def __str__(self) -> str:
-        value = self._value
-        if isinstance(value, (list, tuple, dict, set, frozenset)):
-            return safe_repr(value, 1000)
-        return _safe_text(value)
-
-    def __repr__(self) -> str:
-        return safe_repr(self._value, 1000)
-
-
-def _safe_text(value: object) -> str:
-    try:
-        text = str(value)
-    except Exception:
-        return safe_repr(value, 1000)
-    return text if type(text) is str and len(text) <= MAX_STR else safe_repr(text, MAX_STR)
-
-
-def _bounded_arg(value: Any) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (
-            value if type(value) is not int or -(10**300) < value < 10**300 else _BoundedArg(value)
-        )
-    if value is None or type(value) is bool:
-        return value
-    if type(value) is str:
-        return value if len(value) <= MAX_STR else value[:MAX_STR] + "..."
-    if hasattr(type(value), "__index__") or hasattr(type(value), "__float__"):
-        return value  # numpy scalars and the like: %d / %f need the number itself
-    return _BoundedArg(value)
-
-
-def _format_body(event: object, args: tuple[Any, ...]) -> str:
-    """``event % args`` as stdlib does, bounded (each argument's text, the width, the
-    result) and scrubbed of credentials; a readable fallback when the format does not fit."""
-    template = event if type(event) is str else _safe_text(event)
-    try:
-        if len(template) > MAX_STR or _WIDE_FORMAT.search(template):
-            raise ValueError("format too wide")  # noqa: TRY301 - the one fallback below
-        if len(args) == 1 and isinstance(args[0], dict):
-            text = template % {k: _bounded_arg(v) for k, v in list(args[0].items())[:256]}
-        else:
-            text = template % tuple(_bounded_arg(a) for a in args)
-    except Exception as exc:
-        text = (
-            f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"
-            f" (formatting failed: {type(exc).__name__})"
-        )
-    if len(text) > MAX_STR:
-        text = f"{text[:MAX_STR]}...[truncated {len(text) - MAX_STR} chars]"
-    return scrub_text(text)
 
 
 def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
@@ -329,20 +252,20 @@ class Runtime:
     ) -> EventDict:
         """The event dict of a logger call: control fields first, user fields never over them."""
         if type(event) is not str or len(event) > MAX_STR:
-            event = _plain_text(event)
+            event = plain_text(event)
         ed: EventDict = {
             "timestamp": None,
             "severity_text": None,
             "severity_number": None,
             "event": event,
-            "body": event if not args else _format_body(event, args),
+            "body": event if not args else format_body(event, args),
             "logger": logger._name,
         }
         flat = logger._flat
         if logger._context:
             ed.update(logger._fields)
         if kw:
-            ed.update(kw if _CALL_CONTROL.isdisjoint(kw) else user_fields(kw, _CALL_KEYWORDS))
+            ed.update(kw if _CALL_CONTROL.isdisjoint(kw) else user_fields(kw, CALL_KEYWORDS))
             if flat:  # plain_values(kw), inlined: two C-level passes
                 values = kw.values()
                 flat = _PLAIN_TYPES.issuperset(map(type, values)) and (
@@ -417,7 +340,7 @@ class Runtime:
             name = logger._name
             fields = {**context, **kw} if context else kw
             if args:  # the formatted body keys the call, as vLLM's (msg, *args)
-                fields = {**fields, "body": _format_body(event, args)}
+                fields = {**fields, "body": format_body(event, args)}
             key = make_key(name, level, event, fields, once_key)
             if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat: lock-free
                 if deduper.summary_due:
@@ -548,9 +471,9 @@ class Runtime:
         ``__str__`` raises) is still written at its own level with its message.
         """
         try:
-            ed = self._record_dict(record)
+            ed = record_dict(record)
         except Exception as exc:
-            self._fallback_write(self._record_minimal(record), exc)
+            self._fallback_write(record_minimal(record), exc)
             return
         level = ed["_obs_level"]
         if "stage" in ed:
@@ -561,68 +484,6 @@ class Runtime:
         if not export:
             ed["_obs_no_export"] = True
         self.process(_METHOD_BY_LEVEL.get(level, "info"), ed)
-
-    @staticmethod
-    def _record_minimal(record: logging.LogRecord) -> EventDict:
-        """What is left of a record whose full conversion failed: level, message, logger
-        (each read on its own: any of them may be the attribute that raises)."""
-
-        def read(name: str, default: Any) -> Any:
-            try:
-                return record.__dict__.get(name, default)
-            except Exception:
-                return default
-
-        level, msg = read("levelno", logging.INFO), read("msg", None)
-        plain = type(msg) is str and len(msg) <= MAX_STR
-        return {
-            "event": msg if plain else "obs_unbridgeable_record",
-            "body": safe_repr(msg, 1000),
-            "logger": _plain_text(read("name", "?")),
-            "_obs_level": level if type(level) is int else logging.INFO,
-            "user.error": "the record's attributes could not be read",
-        }
-
-    def _record_dict(self, record: logging.LogRecord) -> EventDict:
-        msg = record.msg
-        event = msg if isinstance(msg, str) else safe_repr(msg, 200)
-        if len(event) > MAX_STR:
-            event = _plain_text(event)
-        args = record.args
-        if args:  # as getMessage() does, bounded and scrubbed
-            body = _format_body(msg, args if isinstance(args, tuple) else (args,))
-        else:
-            body = msg if type(msg) is str else _safe_text(msg)
-        ed: EventDict = {
-            "timestamp": None,
-            "severity_text": None,
-            "severity_number": None,
-            "event": event,
-            "body": body if type(body) is str and len(body) <= MAX_STR else _plain_text(body),
-            "logger": _plain_text(record.name),
-        }
-        extras = {}
-        for k, v in record.__dict__.items():
-            if type(k) is not str:
-                k = safe_repr(k, MAX_KEY)  # noqa: PLW2901 - a key whose __str__ may raise
-            if k not in _STDLIB_ATTRS and not k.startswith("_obs_"):
-                extras[k] = v
-        if extras:
-            ed.update(user_fields(extras, _CALL_KEYWORDS))
-        ed["code.file.path"] = _plain_text(record.pathname)
-        lineno = record.lineno
-        ed["code.line.number"] = lineno if type(lineno) is int else 0
-        ed["code.function.name"] = _plain_text(record.funcName)
-        if record.exc_info:
-            ed["exc_info"] = record.exc_info
-        level = record.levelno
-        ed["_obs_level"] = level if type(level) is int else logging.INFO
-        created = record.created
-        if type(created) in (int, float) and math.isfinite(created) and abs(created) < 1e11:
-            ed["_obs_time_ns"] = round(created * 1e6) * 1000  # float s, exact to the us
-        else:
-            ed["_obs_time_ns"] = time.time_ns()  # a record built by hand with a bad time
-        return ed
 
     # -- re-entrancy -----------------------------------------------------------------
 
@@ -899,7 +760,7 @@ def _internal(event: str, level: int, fields: dict[str, Any]) -> EventDict:
         "body": fields.pop("body", event),
         "logger": fields.pop("logger", "obs"),
     }
-    ed.update(user_fields(fields, _CALL_KEYWORDS))
+    ed.update(user_fields(fields, CALL_KEYWORDS))
     ed["_obs_level"] = level
     return ed
 

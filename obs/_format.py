@@ -1,0 +1,88 @@
+"""Bounded text for event names and %-formatted messages.
+
+Formatting a message (``log.info("x %s", arg)`` or a stdlib record's ``msg % args``) must
+never cost more than a bounded amount nor leak a credential, whatever the arguments are.
+"""
+
+from __future__ import annotations
+
+__all__ = ["format_body", "plain_text", "safe_text"]
+
+import re
+from typing import Any
+
+from obs.encode import MAX_STR, safe_repr, scrub_text, to_jsonable
+
+
+def plain_text(value: object) -> str:
+    """An event name as a plain, bounded str (a str subclass or a huge str made safe)."""
+    return str(to_jsonable(value)) if isinstance(value, str) else safe_repr(value, 1000)
+
+
+#: A %-format width or precision of 1000 or more (or ``*``): formatting it could build a
+#: string of any size, so such a template is shown with its arguments instead.
+_WIDE_FORMAT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d{4,})|%[-#0 +]*\d*\.(?:\*|\d{4,})")
+
+
+class _BoundedArg:
+    """A positional argument that is not a plain number or short str: its ``%s`` / ``%r``
+    text is bounded (reprlib for containers), so a million-item list costs nothing."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def __str__(self) -> str:
+        value = self._value
+        if isinstance(value, (list, tuple, dict, set, frozenset)):
+            return safe_repr(value, 1000)
+        return safe_text(value)
+
+    def __repr__(self) -> str:
+        return safe_repr(self._value, 1000)
+
+
+def safe_text(value: object) -> str:
+    """``str(value)``, bounded; a repr when ``__str__`` raises or returns a non-str."""
+    try:
+        text = str(value)
+    except Exception:
+        return safe_repr(value, 1000)
+    return text if type(text) is str and len(text) <= MAX_STR else safe_repr(text, MAX_STR)
+
+
+def _bounded_arg(value: Any) -> Any:
+    """An argument as %-formatting may take it: numbers and short text as they are."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (
+            value if type(value) is not int or -(10**300) < value < 10**300 else _BoundedArg(value)
+        )
+    if value is None or type(value) is bool:
+        return value
+    if type(value) is str:
+        return value if len(value) <= MAX_STR else value[:MAX_STR] + "..."
+    if hasattr(type(value), "__index__") or hasattr(type(value), "__float__"):
+        return value  # numpy scalars and the like: %d / %f need the number itself
+    return _BoundedArg(value)
+
+
+def format_body(event: object, args: tuple[Any, ...]) -> str:
+    """``event % args`` as stdlib does, bounded (each argument's text, the width, the
+    result) and scrubbed of credentials; a readable fallback when the format does not fit."""
+    template = event if type(event) is str else safe_text(event)
+    try:
+        if len(template) > MAX_STR or _WIDE_FORMAT.search(template):
+            raise ValueError("format too wide")  # noqa: TRY301 - the one fallback below
+        if len(args) == 1 and isinstance(args[0], dict):
+            text = template % {k: _bounded_arg(v) for k, v in list(args[0].items())[:256]}
+        else:
+            text = template % tuple(_bounded_arg(a) for a in args)
+    except Exception as exc:
+        text = (
+            f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"
+            f" (formatting failed: {type(exc).__name__})"
+        )
+    if len(text) > MAX_STR:
+        text = f"{text[:MAX_STR]}...[truncated {len(text) - MAX_STR} chars]"
+    return scrub_text(text)
