@@ -300,9 +300,19 @@ _HEAD = frozenset(CONTROL_FIELDS) - {"stage", "outcome", "exception.type", "exce
 #: Bidi controls (embeddings, overrides, isolates, marks): raw, they reorder what a terminal
 #: shows, so a value could make a line read as something else (Trojan Source).
 BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+#: Format characters (Unicode category Cf, as of Unicode 14): zero-width spaces and joiners,
+#: the soft hyphen, the byte-order mark, bidi controls, tag characters. A terminal shows
+#: them as nothing, so a value could hide text or read as something else.
+INVISIBLE = (
+    0x00AD, *range(0x0600, 0x0606), 0x061C, 0x06DD, 0x070F, *range(0x0890, 0x0892), 0x08E2,
+    0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2065),
+    *range(0x2066, 0x2070), 0xFEFF, *range(0xFFF9, 0xFFFC), 0x110BD, 0x110CD,
+    *range(0x13430, 0x13440), *range(0x1BCA0, 0x1BCA4), *range(0x1D173, 0x1D17B), 0xE0001,
+    *range(0xE0020, 0xE0080),
+)  # fmt: skip
 _ESCAPES = (
     {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}  # C0, DEL and C1 (NEL)
-    | {i: f"\\u{i:04x}" for i in (0x2028, 0x2029, *BIDI_CONTROLS)}
+    | {i: f"\\u{i:04x}" if i <= 0xFFFF else f"\\U{i:08x}" for i in (0x2028, 0x2029, *INVISIBLE)}
     | {10: "\\n", 13: "\\r", 9: "\\t"}
 )
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import obs
 from obs.render import (
@@ -23,6 +25,14 @@ from obs.render import (
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 NASTY = "line1\nline2\r\n\x00\x1b[31mred\x85nel\u2028ls\u2029ps\ttab\x7f"
+
+
+def _is_cf(code: int) -> bool:
+    import unicodedata
+
+    return unicodedata.category(chr(code)) == "Cf"
+
+
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
@@ -305,3 +315,31 @@ class TestInTheChain:
             record["exception.message"],
             "Traceback (most recent call last)" in record["exception.stacktrace"],
         )
+
+
+class TestInvisibleCharacters:
+    """Format characters (category Cf: zero-width spaces and joiners, the soft hyphen, the
+    byte-order mark, bidi controls, tag characters) are invisible on a terminal, so a value
+    holding them could read as something else; the console shows them escaped."""
+
+    def test_the_table_is_every_format_character(self) -> None:
+        """INVISIBLE covers the Unicode Cf category of this Python's unicodedata."""
+        import sys
+        import unicodedata
+
+        from obs.render import INVISIBLE
+
+        expected = {c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"}
+        assert set() == expected - set(INVISIBLE)
+
+    @given(st.sampled_from(sorted(c for c in range(0x110000) if _is_cf(c))))
+    def test_console_escapes_each_one(self, code: int) -> None:
+        """A format character in the event, the body or a value comes out as \\uXXXX."""
+        renderer = ConsoleRenderer(colors=False)
+        ch = chr(code)
+        line = renderer(
+            None, "info", {"event": f"a{ch}b", "body": f"c{ch}d", "v": f"e{ch}f", "w": [ch]}
+        )
+        assert ch not in line
+        escaped = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+        assert 3 <= line.count(escaped)
