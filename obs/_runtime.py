@@ -212,7 +212,11 @@ class Runtime:
             merge_contextvars,
             add_rank_info(self.resolver),
             TagSeverity(policy, on_bad_argument=self._bad_argument),
-            DecideScope(self.resolver, self.ship_level if shipping else None),
+            DecideScope(
+                self.resolver,
+                self.ship_level if shipping else None,
+                on_bad_argument=self._bad_argument,
+            ),
             Dedup(self.deduper, on_bad_argument=self._bad_argument),
             AddCallsite(),
             TimeStamper(),

@@ -8,10 +8,11 @@ its console scope hides it, so a failure on node 7 is never invisible.
 
 from __future__ import annotations
 
-__all__ = ["SCOPES", "DecideScope", "scope_allows"]
+__all__ = ["EXPECTED", "SCOPES", "DecideScope", "scope_allows", "scope_problem"]
 
+import itertools
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 
 from structlog import DropEvent
 from structlog.typing import EventDict, WrappedLogger
@@ -21,8 +22,38 @@ from obs.rank import RankInfo, RankResolver
 SCOPES = ("global", "local", "process")
 
 
+#: What a valid scope is, for reports.
+EXPECTED = "global, local, process, a rank (int >= 0) or a collection of ranks"
+_MAX_RANKS = 1 << 16  # members checked in an explicit collection
+
+
+def scope_problem(scope: object) -> str | None:
+    """Why ``scope`` is not a valid scope, or None when it is. Never raises."""
+    if scope is None:
+        return None
+    if isinstance(scope, str):
+        return None if str.__str__(scope) in SCOPES else "an unknown scope name"
+    if isinstance(scope, bool):
+        return "a bool"
+    if isinstance(scope, int):
+        return None if int(scope) >= 0 else "a negative rank"
+    if type(scope) is range:
+        return None if scope.start >= 0 and scope.step > 0 else "a range with negative ranks"
+    if isinstance(scope, (bytes, bytearray, Mapping)) or not isinstance(scope, Collection):
+        return f"a {type(scope).__name__}"
+    try:
+        members = list(itertools.islice(iter(scope), _MAX_RANKS + 1))
+    except Exception:
+        return "a collection that cannot be read"
+    if len(members) > _MAX_RANKS:
+        return f"more than {_MAX_RANKS} ranks"
+    if any(type(m) is not int or m < 0 for m in members):
+        return "a collection holding something other than ranks"
+    return None
+
+
 def scope_allows(scope: object, info: RankInfo) -> bool:
-    """True when ``scope`` lets this rank log. Unknown or broken scopes fail open (log).
+    """True when ``scope`` lets this rank log. Invalid or broken scopes fail open (log).
 
     Never calls a scope object's own ``__eq__`` for the named scopes, so a scope with a
     broken ``__eq__`` cannot raise here.
@@ -36,14 +67,14 @@ def scope_allows(scope: object, info: RankInfo) -> bool:
         if name == "global":
             return info.rank == 0
         return True  # "process" and unknown names
-    if isinstance(scope, int) and not isinstance(scope, bool):
-        return info.rank == int(scope)
+    if type(scope) is int:
+        return scope < 0 or info.rank == scope
+    if scope_problem(scope) is not None:
+        return True
     try:
-        if isinstance(scope, Collection) and not isinstance(scope, bytes):
-            return info.rank in scope
+        return info.rank in scope  # type: ignore[operator]
     except Exception:
         return True
-    return True
 
 
 class DecideScope:
@@ -53,14 +84,16 @@ class DecideScope:
     ``"local"``. Runs before dedup so a rank that does not log never uses up a key.
     """
 
-    __slots__ = ("_export_level", "_resolver")
+    __slots__ = ("_export_level", "_on_bad_argument", "_resolver")
 
     def __init__(
         self,
         resolver: RankResolver | None = None,
         export_all_ranks_level: int | None = logging.WARNING,
+        on_bad_argument: Callable[[str, object, str, str], None] | None = None,
     ) -> None:
         self._resolver = resolver or RankResolver()
+        self._on_bad_argument = on_bad_argument
         # None: there is no export sink, so a hidden event is simply dropped.
         self._export_level = (
             export_all_ranks_level if export_all_ranks_level is not None else 1 << 30
@@ -71,6 +104,10 @@ class DecideScope:
         if scope is None or (type(scope) is str and scope == "process"):
             event_dict["_obs_console"] = True
             return event_dict
+        if self._on_bad_argument is not None and (type(scope) is not str or scope not in SCOPES):
+            problem = scope_problem(scope)
+            if problem is not None:
+                self._on_bad_argument("scope", scope, EXPECTED, f"{problem}: logged on every rank")
         info = event_dict.get("_obs_rank") or self._resolver.current()
         if scope_allows(scope, info):
             event_dict["_obs_console"] = True

@@ -7,13 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog import DropEvent
 
 import obs
 import obs.testing
 from obs._config import STATE
 from obs.rank import RankInfo, RankResolver
-from obs.scope import DecideScope, scope_allows
+from obs.scope import SCOPES, DecideScope, scope_allows
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 
@@ -146,7 +148,7 @@ class TestThroughTheChain:
         _set_rank(monkeypatch, 3, 1)
         read = configure_json()
         obs.get_logger("t").warning("typo", scope="globl")
-        (record,) = read()
+        (record,) = [r for r in read() if r["event"] == "typo"]
         assert (3, False) == (record["rank"], "scope" in record)
 
     def test_hidden_warning_is_export_only_with_sink(
@@ -215,3 +217,51 @@ class TestScopeBeforeDedup:
         log.info("startup_banner", once=True, scope="global")
         assert [0] == [r["rank"] for r in read()]
         assert 1 == len(STATE.runtime.deduper)  # type: ignore[union-attr]
+
+
+class TestInvalidScopes:
+    """A scope that is not a name, a rank or a collection of ranks is a mistake: the event
+    is logged on every rank (fail open) and the mistake is reported once."""
+
+    BAD = ("bogus", ["bad"], [0, "1"], [True], -1, 2.5, b"local", {0: "x", "y": 1}, [1.0])
+
+    @pytest.mark.parametrize("scope", BAD, ids=repr)
+    def test_bad_scope_fails_open_on_every_rank(self, scope: object) -> None:
+        """No rank hides an event whose scope cannot be understood."""
+        assert [True] * 4 == [scope_allows(scope, info) for info in ALL]
+
+    @given(
+        scope=st.one_of(
+            st.text(max_size=8).filter(lambda s: s not in SCOPES),
+            st.integers(max_value=-1),
+            st.lists(st.one_of(st.text(max_size=3), st.floats(), st.booleans()), min_size=1),
+            st.binary(max_size=4),
+        )
+    )
+    @settings(max_examples=50, deadline=None)
+    def test_bad_scope_is_reported_once_and_logged(self, scope: object) -> None:
+        """Through the chain, each call with a bad scope is written, and one
+        obs_internal_error names the scope argument."""
+        obs.configure(stream="none")
+        try:
+            with obs.testing.capture_events() as events:
+                obs.get_logger("t").info("scoped", scope=scope)
+                obs.get_logger("t").info("scoped", scope=scope)
+                obs.get_logger("t").info_once("scoped_once", scope=scope)
+        finally:
+            obs.testing.reset()
+        names = [e["event"] for e in events]
+        reports = [e for e in events if e["event"] == "obs_internal_error"]
+        assert (2, 1, 1) == (names.count("scoped"), names.count("scoped_once"), len(reports))
+        assert reports[0]["error_message"].startswith("scope=")
+
+    @pytest.mark.parametrize("scope", ["global", "local", "process", None, 0, [0, 1], range(4)])
+    def test_good_scopes_are_not_reported(self, scope: object) -> None:
+        """Valid scopes never produce a report."""
+        obs.configure(stream="none")
+        try:
+            with obs.testing.capture_events() as events:
+                obs.get_logger("t").info("scoped", scope=scope)
+        finally:
+            obs.testing.reset()
+        assert [] == [e for e in events if e["event"] == "obs_internal_error"]
