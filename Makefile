@@ -43,8 +43,12 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Branch coverage of obs and comm, subprocesses included, enforced (fail_under in pyproject).
 pytest: setup
-	OBS_REQUIRE_VLLM=1 $(BIN)/python -m pytest
+	@rm -f .coverage .coverage.*
+	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml OBS_REQUIRE_VLLM=1 $(BIN)/python -m coverage run -m pytest
+	@$(BIN)/python -m coverage combine -q
+	$(BIN)/python -m coverage report
 
 test: lint typecheck pytest
 
