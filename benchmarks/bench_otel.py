@@ -131,13 +131,13 @@ def _compare_cpu_and_wall(
 def bench_caller_cost(loops: int) -> list[dict[str, Any]]:
     """Rows 1 and 2: caller-thread ns per exported event, ours vs the SDK handler."""
     import obs
-    import obs.otel
+    import obs.otel.transport
     import obs.testing
     from obs._config import STATE
 
     queue = loops * 12  # never full: we time the enqueue, not the drop path
-    real_build = obs.otel.build_exporter
-    obs.otel.build_exporter = lambda settings: NoopExporter()  # type: ignore[assignment]
+    real_build = obs.otel.transport.build_exporter
+    obs.otel.transport.build_exporter = lambda settings: NoopExporter()  # type: ignore[assignment]
     devnull = open(os.devnull, "w")  # noqa: SIM115
     saved_stderr = sys.stderr
     sys.stderr = devnull
@@ -225,7 +225,7 @@ def bench_caller_cost(loops: int) -> list[dict[str, Any]]:
         return rows
     finally:
         obs.testing.reset()
-        obs.otel.build_exporter = real_build  # type: ignore[assignment]
+        obs.otel.transport.build_exporter = real_build  # type: ignore[assignment]
         sys.stderr = saved_stderr
         devnull.close()
 

@@ -30,6 +30,7 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.trace import TracerProvider
 
 import obs.otel
+import obs.otel.sink
 from obs.errors import ConfigError
 from obs.otel import ExportSink, build_export_sink, build_exporter, in_export_thread
 from obs.rank import RankResolver
@@ -390,7 +391,7 @@ class TestDelivery:
             sink(None, "error", ev(f"e{i}", logging.ERROR))
         stats = sink.stats()
         assert {"DEBUG": 6, "INFO": 6} == stats["dropped"]
-        assert {"ERROR": 4} == sink._queue.counts()
+        assert {"ERROR": 4} == sink._worker._queue.counts()
         exporter.release.set()
         assert sink.force_flush(2.0)
         names = [str(r.log_record.event_name) for b in exporter.batches for r in b]
@@ -653,7 +654,7 @@ class TestBuild:
         exporter = InMemoryLogRecordExporter()
         provider = LoggerProvider(shutdown_on_exit=False)
         provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-        monkeypatch.setattr(obs.otel, "get_logger_provider", lambda: provider)
+        monkeypatch.setattr(obs.otel.sink, "get_logger_provider", lambda: provider)
         sink = build_export_sink(self._settings(tmp_path), RankResolver(), Reports())
         assert sink is not None
         try:

@@ -27,6 +27,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 
 import obs
 import obs.otel
+import obs.otel.transport
 from obs import events
 from obs._config import STATE
 from obs._receiver import OTLPReceiver, make_self_signed_cert
@@ -567,7 +568,7 @@ class TestRecursion:
     ) -> None:
         """The SDK's (and any library's) warnings logged on the export thread while exports
         fail reach the console but are never exported, so a failing export cannot feed itself."""
-        real_build = obs.otel.build_exporter
+        real_build = obs.otel.transport.build_exporter
 
         class Chatty:
             """The real OTLP exporter, plus a third-party library warning on every call."""
@@ -586,7 +587,7 @@ class TestRecursion:
                 return True
 
         build: Callable[..., Any] = lambda settings: Chatty(real_build(settings))  # noqa: E731
-        monkeypatch.setattr(obs.otel, "build_exporter", build)
+        monkeypatch.setattr(obs.otel.transport, "build_exporter", build)
         configure(receiver.http_endpoint, "http/protobuf", tmp_path)
         receiver.set_fault(fail=True, http_status=400)  # not retryable: the SDK logs an error
         log = obs.get_logger("tests.recursion")

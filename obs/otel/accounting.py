@@ -1,0 +1,149 @@
+"""Delivery accounting: what was sent, delivered, spooled and lost, and obs' reports of it.
+
+Counts reach the operator through ``report`` as ``obs_records_dropped`` (rate-limited) and
+failures as ``obs_internal_error`` (once per place and kind); both are obs' own events,
+which the sink spools into the spool's reserve, so a report of loss is not itself lost.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LOSS_REPORTS", "Accounting", "Counters", "Report"]
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from obs.encode import safe_repr, scrub_text
+from obs.levels import CLASS_NAMES
+
+#: How the sink reports obs' own events: ``report(event, level, **fields)``.
+Report = Callable[..., None]
+#: obs' own reports of loss: spooled into the spool's reserve, so they survive a full spool.
+LOSS_REPORTS = frozenset({"obs_records_dropped", "obs_internal_error"})
+
+
+class Counters:
+    """Delivery accounting, for :meth:`ExportSink.stats` and ``obs_records_dropped``."""
+
+    __slots__ = (
+        "dropped",
+        "enqueued",
+        "exported",
+        "failed_exports",
+        "pending_drops",
+        "replayed",
+        "spool_corrupt",
+        "spooled",
+    )
+
+    def __init__(self) -> None:
+        self.enqueued = 0
+        self.exported = 0
+        self.spooled = 0
+        self.replayed = 0
+        self.failed_exports = 0
+        self.spool_corrupt = 0
+        self.dropped: dict[str, dict[str, int]] = {}  # reason -> level -> n, since start
+        self.pending_drops: dict[str, dict[str, int]] = {}  # ... not yet reported
+
+    def drop(self, reason: str, cls: int, n: int = 1) -> None:
+        self.drop_named(reason, CLASS_NAMES[cls], n)
+
+    def drop_named(self, reason: str, name: str, n: int = 1) -> None:
+        for table in (self.dropped, self.pending_drops):
+            per_level = table.setdefault(reason, {})
+            per_level[name] = per_level.get(name, 0) + n
+
+    def dropped_total(self) -> int:
+        return sum(n for per_level in self.dropped.values() for n in per_level.values())
+
+
+class Accounting:
+    """The counters of one sink (replaced in a forked child) and the reports made of them.
+
+    Notes are internal failures waiting to be reported (from any thread, lock-free);
+    :meth:`send` reports them, and the pending drop counts, without holding ``lock``:
+    ``report`` runs the chain, which re-enters the sink.
+    """
+
+    __slots__ = (
+        "_drop_interval",
+        "_last_drop_report",
+        "_lock",
+        "_report",
+        "counters",
+        "last_reject_message",
+        "notes",
+        "ready",
+        "reported",
+    )
+
+    def __init__(self, report: Report, lock: threading.Lock, drop_interval: float) -> None:
+        self._report = report
+        self._lock = lock
+        self._drop_interval = drop_interval
+        self._last_drop_report = time.monotonic()
+        self.counters = Counters()
+        self.notes: list[tuple[str, str, str]] = []
+        self.reported: set[tuple[str, str]] = set()
+        #: Nothing is reported before the first event or flush: until then the runtime
+        #: that owns ``report`` may still be under construction.
+        self.ready = False
+        self.last_reject_message = ""
+
+    def note(self, where: str, exc: BaseException) -> None:
+        """Remember an internal failure; :meth:`send` reports it (once per kind)."""
+        with contextlib.suppress(Exception):
+            self.notes.append((where, type(exc).__name__, scrub_text(safe_repr(exc, 1000))))
+
+    def drops_due(self, now: float) -> bool:
+        """Whether pending drop counts are due for their (rate-limited) report."""
+        return bool(self.counters.pending_drops) and (
+            now - self._last_drop_report >= self._drop_interval
+        )
+
+    def send(self, *, force: bool) -> None:
+        """Deliver internal-error notes and (rate-limited) drop counts through ``report``."""
+        if not self.ready:
+            return
+        notes: list[tuple[str, str, str]] = []
+        while self.notes:
+            notes.append(self.notes.pop(0))
+        for where, kind, message in notes:
+            if (where, kind) in self.reported:
+                continue
+            self.reported.add((where, kind))
+            self._call(
+                "obs_internal_error",
+                logging.ERROR if kind != "ExportFailed" else logging.WARNING,
+                where=where,
+                error_type=kind,
+                error_message=message,
+            )
+        with self._lock:
+            now = time.monotonic()
+            pending = self.counters.pending_drops
+            if not pending or not (force or now - self._last_drop_report >= self._drop_interval):
+                return
+            self.counters.pending_drops = {}
+            self._last_drop_report = now
+        for reason, per_level in sorted(pending.items()):
+            total = sum(per_level.values())
+            extra = {"collector_message": self.last_reject_message} if reason == "rejected" else {}
+            self._call(
+                "obs_records_dropped",
+                logging.WARNING,
+                dropped=dict(per_level),
+                reason=reason,
+                body=f"{total} log records were not exported ({reason})",
+                **extra,
+            )
+
+    def _call(self, event: str, level: int, **fields: Any) -> None:
+        try:
+            self._report(event, level, **fields)
+        except Exception:
+            return  # the runtime counts its own failures; we must not loop

@@ -1,0 +1,160 @@
+"""Where a batch goes: delivered through the transport (split when too large, a permanent
+rejection narrowed down to the records the collector refuses, given up and counted, so a
+poisoned record never blocks the ones behind it), or disposed of: spooled or counted.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Delivery", "Disposer"]
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+
+from obs._otlp_outcome import Outcome
+from obs._spool import Spool
+from obs.encode import scrub_text
+from obs.levels import CLASS_NAMES, WARNING_CLASS
+from obs.otel.accounting import LOSS_REPORTS, Accounting
+from obs.otel.records import Payload, RecordBuilder
+from obs.otel.transport import Transport
+
+
+class Delivery:
+    """Sends records (class, record) for one sink; counts and notes rejections."""
+
+    __slots__ = ("_acct", "_lock", "_transport")
+
+    def __init__(
+        self,
+        transport: Callable[[], Transport | None],
+        accounting: Accounting,
+        lock: threading.Lock,
+    ) -> None:
+        self._transport = transport
+        self._acct = accounting
+        self._lock = lock
+
+    def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
+        if not records:
+            return Outcome(ok=True)
+        transport = self._transport()
+        if transport is None:
+            return Outcome(ok=False)
+        try:
+            return transport.export(records, timeout)
+        except Exception as exc:
+            self._acct.note("otel_export", exc)
+            return Outcome(ok=False)
+
+    def deliver(
+        self, records: list[tuple[int, ReadableLogRecord]], timeout: float
+    ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
+        """Send ``records`` (class, record); a request too large is split in halves, a
+        permanent rejection is narrowed down by halves to the records the collector
+        refuses, which are given up and counted ``rejected`` (so a poisoned record never
+        blocks the ones behind it). Returns (records the collector took, records left
+        undelivered by a transient failure: the collector is down or the budget is spent).
+        """
+        deadline = time.monotonic() + max(timeout, 0.05) * 2
+        parts = [records] if records else []
+        delivered = 0
+        while parts:
+            part = parts.pop()
+            if time.monotonic() > deadline and part is not records:
+                return delivered, [r for p in [*parts, part] for r in p]
+            outcome = self.send([r for _, r in part], timeout)
+            if outcome.ok:
+                delivered += len(part) - min(outcome.rejected, len(part))
+                if outcome.rejected:
+                    self._reject(part, min(outcome.rejected, len(part)), outcome.message)
+                continue
+            if not (outcome.too_large or outcome.permanent):
+                return delivered, [r for p in [*parts, part] for r in p]
+            if len(part) > 1:
+                mid = len(part) // 2
+                parts.append(part[mid:])
+                parts.append(part[:mid])
+                continue
+            self._reject(part, 1, outcome.message or "rejected by the collector")
+        return delivered, []
+
+    def _reject(self, part: list[tuple[int, ReadableLogRecord]], n: int, message: str) -> None:
+        """Count ``n`` records of ``part`` as given up for good (the collector refused them);
+        their level is known unless a partial success rejected some of a mixed batch."""
+        classes = {cls for cls, _ in part}
+        level = CLASS_NAMES[classes.pop()] if len(classes) == 1 else "UNKNOWN"
+        with self._lock:
+            self._acct.counters.drop_named("rejected", level, n)
+            self._acct.last_reject_message = message
+        if (("otel_export", "Rejected")) not in self._acct.reported:
+            self._acct.notes.append(
+                (
+                    "otel_export",
+                    "Rejected",
+                    scrub_text(f"the collector rejected {n} log record(s) for good: {message}"),
+                )
+            )
+
+
+class Disposer:
+    """Records that will not be exported now: WARNING+ are spooled (obs' own reports of
+    loss into the spool's reserve, so they survive a full spool), the rest counted."""
+
+    __slots__ = ("_acct", "_builder", "_lock", "_spool")
+
+    def __init__(
+        self, builder: RecordBuilder, spool: Spool, accounting: Accounting, lock: threading.Lock
+    ) -> None:
+        self._builder = builder
+        self._spool = spool
+        self._acct = accounting
+        self._lock = lock
+
+    def dispose(self, victims: Sequence[tuple[int, Payload]], reason: str) -> int:
+        """Spool or count ``victims`` (class, payload) as ``reason``; the number spooled."""
+        lines: list[dict[str, Any]] = []
+        classes: list[int] = []
+        own: list[dict[str, Any]] = []  # obs' loss reports: may use the spool's reserve
+        own_classes: list[int] = []
+        dropped: list[tuple[str, int]] = []
+        for cls, payload in victims:
+            if cls < WARNING_CLASS:
+                dropped.append((reason, cls))
+                continue
+            try:
+                record = (
+                    payload
+                    if isinstance(payload, ReadableLogRecord)
+                    else self._builder.build(payload, cls)
+                )
+                line = RecordBuilder.to_spool(record, cls)
+                if line["name"] in LOSS_REPORTS:
+                    own.append(line)
+                    own_classes.append(cls)
+                else:
+                    lines.append(line)
+                    classes.append(cls)
+            except Exception as exc:
+                self._acct.note("otel_encode", exc)
+                dropped.append(("encode_error", cls))
+        written = 0
+        for batch, batch_classes, reserved in ((lines, classes, False), (own, own_classes, True)):
+            if not batch:
+                continue
+            why, n = "spool_full", 0
+            try:
+                n = self._spool.append(batch, reserved=reserved)
+            except Exception as exc:  # unwritable directory, disk full, ...
+                self._acct.note("otel_spool", exc)
+                why = "spool_error"
+            written += n
+            dropped.extend((why, cls) for cls in batch_classes[n:])
+        with self._lock:
+            self._acct.counters.spooled += written
+            for why, cls in dropped:
+                self._acct.counters.drop(why, cls)
+        return written

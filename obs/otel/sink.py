@@ -1,0 +1,240 @@
+"""OTel export: every event as an OTLP log record, with delivery guarantees.
+
+:class:`ExportSink` is the chain's export processor. The caller thread only captures the
+OTel context, the observed time and a shallow copy of the event dict, and appends them to
+a :class:`~obs._export_queue.SeverityQueue` (a few microseconds, no I/O). One export
+thread per process turns them into SDK ``ReadableLogRecord`` objects and hands batches
+to the real SDK exporter (OTLP gRPC / HTTP, or console), so the SDK's
+``BatchLogRecordProcessor`` and its sharp edges (oldest-first drops, ``force_flush``
+ignoring its timeout, a 30 s exit with the collector down) are not in the path.
+
+Guarantees: the caller never waits on the network; ``force_flush`` / ``shutdown`` are
+bounded by their timeout whatever the collector does (per-request timeouts are cut to the
+remaining budget, an export still stuck at the deadline is interrupted, then abandoned);
+WARNING+ records that cannot be delivered are spooled (:mod:`obs._spool`) and replayed
+later by this or the next process; lower ones are counted and the counts are delivered as
+``obs_records_dropped`` events; a forked child starts with an empty queue, a fresh
+exporter and its own rank resource. Nothing here raises into the application: failures
+are reported once through ``report("obs_internal_error", ...)``.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry._logs import get_logger_provider
+from opentelemetry.sdk._logs import LoggerProvider as SDKLoggerProvider
+from opentelemetry.sdk._logs.export import (
+    LogRecordExporter,
+)
+from structlog.typing import EventDict, WrappedLogger
+
+from obs._spool import Spool, service_dir
+from obs.otel import transport
+from obs.otel.accounting import Report
+from obs.otel.records import CLASS_OF_LEVEL, RecordBuilder, class_of, exception_fields
+from obs.otel.state import State
+from obs.otel.transport import ExporterTransport, ProviderTransport, Transport, quietly
+from obs.otel.worker import ExportWorker
+from obs.rank import RankResolver
+from obs.settings import Settings
+from obs.settings import _default_spool_dir as default_spool_dir
+
+__all__ = ["ExportSink", "build_export_sink", "make_spool"]
+
+
+class ExportSink:
+    """Processor: queue every event for OTLP export (see the module docstring).
+
+    The caller's side of the pipeline: map the event to what the worker queues (its
+    severity class, the OTel context, a shallow copy) and hand it over; never raises, never
+    blocks on the network. ``force_flush`` and ``shutdown`` return within their timeout
+    (default ``settings.shutdown_timeout``). Registers the fork, atexit and (opt-in) SIGTERM
+    hooks; the :class:`~obs.otel.worker.ExportWorker` does the rest.
+    """
+
+    __slots__ = ("__weakref__", "_atexit", "_settings", "_sigterm", "_worker", "mode")
+
+    def __init__(
+        self,
+        settings: Settings,
+        resolver: RankResolver,
+        report: Report,
+        *,
+        exporter: LogRecordExporter | None = None,
+        provider: SDKLoggerProvider | None = None,
+        drop_report_interval: float = 5.0,
+    ) -> None:
+        self._settings = settings
+        notes: list[tuple[str, str, str]] = []
+        if settings.otlp_protocol == "http/json" and exporter is None and provider is None:
+            notes.append(
+                (
+                    "otel_build",
+                    "UnsupportedProtocol",
+                    "the Python SDK has no OTLP/HTTP JSON exporter: using http/protobuf",
+                )
+            )
+        make_transport: Callable[[], Transport]
+        if provider is not None:
+            self.mode = "provider"
+            make_transport = lambda: ProviderTransport(provider)  # noqa: E731
+        elif exporter is not None:
+            self.mode = "exporter"
+            make_transport = lambda: ExporterTransport(exporter)  # noqa: E731
+        else:
+            self.mode = settings.logs_exporter
+            make_transport = lambda: ExporterTransport(transport.build_exporter(settings))  # noqa: E731
+        self._worker = ExportWorker(
+            settings,
+            RecordBuilder(settings, resolver),
+            make_spool(settings),
+            make_transport,
+            report,
+            mode=self.mode,
+            drop_report_interval=drop_report_interval,
+            notes=notes,
+        )
+        weak_fork = weakref.WeakMethod(self._worker.after_fork)
+
+        def after_in_child() -> None:
+            method = weak_fork()
+            if method is not None:
+                method()
+
+        os.register_at_fork(after_in_child=after_in_child)
+        weak_exit = weakref.WeakMethod(self.shutdown)
+
+        def at_exit() -> None:
+            method = weak_exit()
+            if method is not None:
+                method()
+
+        self._atexit = at_exit
+        atexit.register(at_exit)
+        self._sigterm: Any = None
+        if settings.handle_sigterm:
+            self._install_sigterm()
+        self._worker.start()
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        """Queue the event for export and return it unchanged; never raises or blocks."""
+        worker = self._worker
+        try:
+            worker.ready()
+            if event_dict.get("_obs_no_export"):
+                return event_dict
+            level = event_dict.get("_obs_level")
+            cls = CLASS_OF_LEVEL.get(level) if type(level) is int else None
+            if cls is None:
+                cls = class_of(event_dict)
+            copy = dict(event_dict)
+            if "exc_info" in copy:  # a user's own chain without obs' Redactor
+                exception_fields(copy)
+            worker.submit(cls, (time.time_ns(), otel_context.get_current(), copy))
+        except Exception as exc:
+            worker.note("otel_enqueue", exc)
+        return event_dict
+
+    @property
+    def state(self) -> State:
+        """The export worker's state (phase and collector)."""
+        return self._worker.state
+
+    def force_flush(self, timeout: float | None = None) -> bool:
+        """Export everything queued so far (and pending replays); True when all of it was
+        delivered within ``timeout`` (default ``settings.shutdown_timeout``)."""
+        return self._worker.force_flush(timeout)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Deliver what is queued, spool what cannot be, stop; bounded by ``timeout``
+        (default ``settings.shutdown_timeout``) even with the collector down or stuck.
+        True when everything was delivered. Idempotent."""
+        if not self._worker.closing:
+            with contextlib.suppress(Exception):
+                atexit.unregister(self._atexit)
+            self._restore_sigterm()
+        return self._worker.shutdown(timeout)
+
+    def stats(self) -> dict[str, Any]:
+        """Delivery counters: queued, enqueued, exported, dropped per level (and per
+        reason), spooled, replayed, failed exports, corrupt spool lines."""
+        return self._worker.stats()
+
+    def _install_sigterm(self) -> None:
+        """``OBS_HANDLE_SIGTERM``: on SIGTERM, shut the sink down within its budget (queued
+        WARNING+ spooled or counted), then chain to the handler that was there before
+        (the default one: die by the signal, as without obs)."""
+        if threading.current_thread() is not threading.main_thread():
+            self._worker.add_note(
+                "otel_sigterm", "NotMainThread", "OBS_HANDLE_SIGTERM needs the main thread"
+            )
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        weak = weakref.WeakMethod(self.shutdown)
+        budget = self._settings.shutdown_timeout
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            method = weak()
+            if method is not None:  # on a thread: the interrupted code may hold our lock
+                worker = threading.Thread(target=lambda: quietly(method), daemon=True)
+                worker.start()
+                worker.join(budget + 0.5)
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        self._sigterm = (on_sigterm, previous)
+
+    def _restore_sigterm(self) -> None:
+        """Put the previous SIGTERM handler back if ours is still the installed one."""
+        if self._sigterm is None or threading.current_thread() is not threading.main_thread():
+            return
+        ours, previous = self._sigterm
+        self._sigterm = None
+        with contextlib.suppress(Exception):
+            if signal.getsignal(signal.SIGTERM) is ours:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def make_spool(settings: Settings) -> Spool:
+    """The sink's spool: ``OBS_SPOOL_DIR`` as given, or by default one directory per
+    service under ``$TMPDIR/obs-spool-$UID`` (its parent checked like the spool itself),
+    so that no program replays, or is credited with, another program's records."""
+    if "spool_dir" in settings.sources or settings.spool_dir != default_spool_dir():
+        return Spool(settings.spool_dir, settings.spool_max_bytes)
+    directory = service_dir(settings.spool_dir, settings.service_name)
+    return Spool(directory, settings.spool_max_bytes, safe_parent=True)
+
+
+def build_export_sink(
+    settings: Settings, resolver: RankResolver, report: Report
+) -> ExportSink | None:
+    """The export sink ``configure()`` puts in the chain, or None when export is off.
+
+    An SDK ``LoggerProvider`` the application installed globally (``opentelemetry-instrument``)
+    is used instead of building a pipeline, whatever ``OTEL_LOGS_EXPORTER`` says; only
+    ``OTEL_SDK_DISABLED`` turns export off then.
+    """
+    if settings.sdk_disabled:
+        return None
+    provider = get_logger_provider()
+    if isinstance(provider, SDKLoggerProvider):
+        return ExportSink(settings, resolver, report, provider=provider)
+    if settings.logs_exporter == "none":
+        return None
+    return ExportSink(settings, resolver, report)

@@ -1,0 +1,680 @@
+"""The export worker: one thread per process that turns queued events into OTLP batches,
+spools what cannot be delivered and replays it, driven by the state machine of
+:mod:`obs.otel.state` (every state change is a :class:`~obs.otel.state.Signal` through
+:func:`~obs.otel.state.transition`; the flags beside it are work to do, not state).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.sdk._logs import ReadableLogRecord
+
+from obs._export_queue import WARNING_CLASS, SeverityQueue
+from obs._spool import Spool
+from obs.encode import scrub_text
+from obs.levels import CLASS_NAMES
+from obs.otel.accounting import Accounting, Report
+from obs.otel.delivery import Delivery, Disposer
+from obs.otel.records import Captured, Payload, RecordBuilder
+from obs.otel.state import CLOSING_PHASES, Collector, Phase, Signal, State, transition
+from obs.otel.transport import ExportThread, Transport, bounded, endpoint_text
+from obs.settings import Settings
+
+__all__ = ["ExportWorker"]
+
+_SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
+_MAX_BACKOFF = 5.0
+_PROBE_TIMEOUT = 1.0  # one export attempt at shutdown when the collector was just down
+_REPLAY_CHECK_INTERVAL = 1.0
+_DISPOSE_CHUNK = 256  # records spooled per step at shutdown (what shutdown can take over)
+
+
+class ExportWorker:
+    """The export thread of one sink, its queue, state and accounting.
+
+    The caller's side (:class:`~obs.otel.sink.ExportSink`) only captures events and calls
+    :meth:`submit`; everything that touches the network or the spool happens here.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        builder: RecordBuilder,
+        spool: Spool,
+        make_transport: Callable[[], Transport],
+        report: Report,
+        *,
+        mode: str,
+        drop_report_interval: float = 5.0,
+        notes: Sequence[tuple[str, str, str]] = (),
+    ) -> None:
+        self._settings = settings
+        self._builder = builder
+        self._spool = spool
+        self._make_transport = make_transport
+        self._report = report
+        self.mode = mode
+        self._drop_interval = drop_report_interval
+        self._initial_notes = list(notes)
+        self._batch_size = max(
+            1, min(settings.blrp_max_export_batch_size, settings.blrp_max_queue_size)
+        )
+        self._crashes = 0
+        self._transport: Transport | None = make_transport()  # ConfigError now, not later
+        self._state: State = State(Phase.RUNNING, Collector.UP)
+        self._reset_state()
+
+    def start(self) -> None:
+        """Start the thread; it first replays what an earlier process left behind."""
+        with self._cond:
+            self._replay_due = True
+            self._start_thread_locked()
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _signal(self, signal: Signal) -> None:
+        """Apply ``signal`` to the state (the only place the state changes)."""
+        self._state = transition(self._state, signal)
+
+    @property
+    def state(self) -> State:
+        """The current state."""
+        return self._state
+
+    @property
+    def closing(self) -> bool:
+        """Shutdown has begun (or is over)."""
+        return self._state.phase in CLOSING_PHASES
+
+    @property
+    def _closing(self) -> bool:
+        return self._state.phase in CLOSING_PHASES
+
+    @property
+    def _closed(self) -> bool:
+        return self._state.phase is Phase.CLOSED or self._state.phase is Phase.ABANDONED
+
+    @property
+    def _abandoned(self) -> bool:
+        return self._state.phase is Phase.ABANDONED
+
+    @property
+    def _down(self) -> bool:
+        return self._state.collector is not Collector.UP
+
+    @property
+    def _give_up(self) -> bool:
+        return self._state.collector is Collector.GONE
+
+    @property
+    def shutdown_ok(self) -> bool:
+        """What the finished (or running) shutdown returned."""
+        return bool(self._shutdown_ok)
+
+    def note(self, where: str, exc: BaseException) -> None:
+        """Remember an internal failure; the thread reports it once per kind."""
+        self._acct.note(where, exc)
+
+    def add_note(self, where: str, kind: str, message: str) -> None:
+        """Remember a failure described by the caller; reported once per kind."""
+        self._acct.notes.append((where, kind, message))
+
+    def ready(self) -> None:
+        """The sink is in use: reports may now go through the runtime."""
+        self._acct.ready = True
+
+    def _reset_state(self) -> None:
+        """Fresh lock, queue and counters (construction, and in a forked child)."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queue: SeverityQueue[Captured] = SeverityQueue(self._settings.blrp_max_queue_size)
+        self._acct = Accounting(self._report, self._lock, self._drop_interval)
+        self._acct.notes.extend(self._initial_notes)
+        self._initial_notes = []
+        self._delivery = Delivery(lambda: self._transport, self._acct, self._lock)
+        self._disposer = Disposer(self._builder, self._spool, self._acct, self._lock)
+        self._thread: ExportThread | None = None
+        self._inflight: list[tuple[int, Captured]] | None = None
+        self._state = State(Phase.RUNNING, Collector.UP)
+        self._disposing = False
+        self._final_reported = False
+        self._shutdown_ok: bool | None = None
+        self._deadline = 0.0
+        self._reserve = 0.0
+        self._flush_target = 0
+        self._flush_deadline = 0.0
+        self._flush_waiters = 0
+        self._backoff = 0.0
+        self._backoff_until = 0.0
+        self._replay_due = False
+        self._replay_busy = False
+        self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
+        self._ahead: list[tuple[int, Payload]] = []  # WARNING+ to write ahead (collector down)
+        self._ahead_held: list[tuple[int, Payload]] | None = None  # being written
+        self._ahead_cond = threading.Condition(self._lock)
+        self._ahead_thread: ExportThread | None = None
+        self._closing_replayed = False
+        self._last_replay_check = 0.0
+        self._next_due = time.monotonic() + self._settings.blrp_schedule_delay_ms / 1000.0
+
+    def after_fork(self) -> None:
+        """The child drops the parent's queued records (the parent exports them), gets a
+        new exporter (sockets and gRPC channels do not survive fork) and its own rank;
+        a child of a closing or closed sink starts closed."""
+        state = transition(self._state, Signal.FORK)
+        self._reset_state()
+        self._state = state
+        self._transport = None
+        self._builder.after_fork()
+
+    def submit(self, cls: int, item: Captured) -> None:
+        """Queue one captured event of severity class ``cls`` (the caller's side: no I/O
+        but a spool write of one record when the queue is full or the sink closed)."""
+        with self._lock:
+            if self._closed:
+                victim: tuple[int, Payload] | None = (cls, item)
+            elif self._down and cls >= WARNING_CLASS and not self._closing:
+                self._acct.counters.enqueued += 1  # collector down: written ahead to the spool
+                self._ahead.append((cls, item))
+                victim = None
+                if self._ahead_thread is None:
+                    self._ahead_thread = ExportThread(
+                        target=self._write_ahead, name="obs-otel-spool", daemon=True
+                    )
+                    self._ahead_thread.start()
+                elif len(self._ahead) == 1:
+                    self._ahead_cond.notify()
+            else:
+                self._acct.counters.enqueued += 1
+                queue = self._queue
+                victim = queue.put(cls, item)
+                if self._thread is None:
+                    if self._crashes < 3:
+                        self._start_thread_locked()
+                elif len(queue) == self._batch_size:
+                    self._cond.notify()
+        if victim is not None:
+            self._dispose([victim], "after_shutdown" if self._closed else "queue_full")
+
+    def _start_thread_locked(self) -> None:
+        thread = ExportThread(target=self._run, name="obs-otel-export", daemon=True)
+        self._thread = thread
+        thread.start()
+
+    # -- disposal: spool WARNING+, count the rest ----------------------------------------
+
+    def _dispose(self, victims: Sequence[tuple[int, Payload]], reason: str) -> None:
+        """Records that will not be exported now: spooled or counted; replay is scheduled."""
+        written = self._disposer.dispose(victims, reason)
+        if written:
+            with self._lock:
+                if not self._replay_retry_at:
+                    self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+
+    def _write_ahead(self) -> None:
+        """The write-ahead thread: while the collector is known to be down, WARNING+
+        records go to the spool as they are logged, not after the next failed export
+        (which may hang in a blackholed connection), so a SIGTERM or SIGKILL loses at most
+        the few milliseconds of records not yet written."""
+        while True:
+            with self._lock:
+                while not self._ahead:
+                    if self._closing or self._closed:
+                        self._ahead_thread = None
+                        self._ahead_cond.notify_all()
+                        return
+                    self._ahead_cond.wait(1.0)
+                batch, self._ahead = self._ahead, []
+                self._ahead_held = batch
+            try:
+                self._dispose(batch, "collector_down")
+            finally:
+                with self._lock:
+                    self._ahead_held = None
+                    self._replay_due = True  # delivered by replay (also the next probe)
+                    self._ahead_cond.notify_all()
+                    self._cond.notify_all()
+
+    def _take_ahead(self, deadline: float) -> list[tuple[int, Payload]]:
+        """At shutdown: what the write-ahead thread has not taken yet (ours to spool), after
+        waiting until ``deadline`` for the batch it is writing; that one, if still not
+        written, is counted (it may yet be written: counted twice, never lost)."""
+        with self._lock:
+            while self._ahead_held is not None and time.monotonic() < deadline:
+                self._ahead_cond.wait(max(deadline - time.monotonic(), 0.001))
+            if self._ahead_held is not None:
+                for cls, _ in self._ahead_held:
+                    self._acct.counters.drop("shutdown_in_flight", cls)
+                self._ahead_held = None
+            rest: list[tuple[int, Payload]] = list(self._ahead)
+            self._ahead = []
+            self._ahead_cond.notify_all()
+        return rest
+
+    def _dispose_until(
+        self, victims: Sequence[tuple[int, Payload]], reason: str, deadline: float
+    ) -> None:
+        """:meth:`_dispose` chunk by chunk until ``deadline``; what is left then is counted
+        as ``shutdown_timeout`` drops (cheap), so exit stays within its budget."""
+        start = 0
+        while start < len(victims) and time.monotonic() < deadline:
+            self._dispose(victims[start : start + _DISPOSE_CHUNK], reason)
+            start += _DISPOSE_CHUNK
+        if start < len(victims):
+            with self._lock:
+                for cls, _ in victims[start:]:
+                    self._acct.counters.drop("shutdown_timeout", cls)
+
+    # -- the export thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        token = otel_context.attach(otel_context.set_value(_SUPPRESS_KEY, True))
+        try:
+            if self._transport is None:
+                self._transport = self._make_transport()
+            while self._step():
+                pass
+        except BaseException as exc:
+            self._acct.note("otel_export_thread", exc)
+            with contextlib.suppress(Exception):
+                self._acct.send(force=True)
+        finally:
+            otel_context.detach(token)
+            with self._cond:
+                if self._thread is threading.current_thread() and not self._closing:
+                    self._crashes += 1  # restarted by the next event, a few times at most
+                    self._thread = None
+                self._cond.notify_all()
+
+    def _step(self) -> bool:
+        """One unit of export-thread work; False when the thread should end."""
+        self._acct.send(force=False)
+        with self._cond:
+            action = self._next_action_locked()
+        kind = action[0]
+        if kind == "exit":
+            return False
+        if kind == "report":
+            self._acct.send(force=True)
+            return True
+        if kind == "replay":
+            self._replay(action[2])
+            return True
+        if kind == "dispose":
+            self._dispose(action[1], "shutdown")
+            with self._cond:
+                if not self._abandoned:
+                    self._inflight = None
+                    self._disposing = False
+                self._cond.notify_all()
+            return True
+        self._export_batch(action[1], action[2])
+        return True
+
+    def _next_action_locked(self) -> tuple[str, list[tuple[int, Captured]], float]:
+        """Wait for work; decide what to do next (called with the lock held)."""
+        nothing: list[tuple[int, Captured]] = []
+        settings = self._settings
+        delay = settings.blrp_schedule_delay_ms / 1000.0
+        request_timeout = min(settings.otlp_timeout, settings.blrp_export_timeout_ms / 1000.0)
+        while True:
+            if self._abandoned:
+                return "exit", nothing, 0.0
+            now = time.monotonic()
+            queue = self._queue
+            if self._closing:
+                remaining = self._deadline - now
+                if not queue:
+                    if not self._final_reported and self._acct.counters.pending_drops:
+                        self._final_reported = True
+                        return "report", nothing, 0.0
+                    if (
+                        not self._closing_replayed
+                        and not self._give_up
+                        and remaining > self._reserve + 0.05
+                        and self._spool.pending()
+                    ):  # replay what we can within the budget (one probe if it was down)
+                        self._closing_replayed = True
+                        self._replay_busy = True
+                        timeout = min(request_timeout, remaining - self._reserve)
+                        if self._down:
+                            timeout = min(timeout, _PROBE_TIMEOUT)
+                        return "replay", nothing, timeout
+                    return "exit", nothing, 0.0
+                if self._give_up or remaining <= self._reserve:
+                    chunk, _ = queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
+                    self._inflight = chunk
+                    self._disposing = True
+                    return "dispose", chunk, 0.0
+                timeout = min(request_timeout, remaining - self._reserve)
+                if self._down:
+                    timeout = min(timeout, _PROBE_TIMEOUT)
+                return self._take_locked(timeout)
+            # a force_flush is waiting (and its deadline has not passed): try now
+            flushing = self._state.phase is Phase.FLUSHING and self._flush_deadline > now
+            if queue:
+                if flushing and self._flush_pending_locked():
+                    return self._take_locked(
+                        min(request_timeout, max(self._flush_deadline - now, 0.05))
+                    )
+                if now >= self._backoff_until and (
+                    len(queue) >= self._batch_size or now >= self._next_due
+                ):
+                    self._next_due = now + delay
+                    return self._take_locked(request_timeout)
+            retry = self._replay_retry_at
+            if retry and now >= retry and now >= self._backoff_until and not queue:
+                self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
+                self._replay_due = True
+            if self._replay_due and (flushing or now >= self._backoff_until):
+                self._replay_due = False
+                self._replay_busy = True
+                timeout = request_timeout
+                if flushing:
+                    timeout = min(timeout, max(self._flush_deadline - now, 0.05))
+                return "replay", nothing, timeout
+            if self._acct.drops_due(now):
+                return "report", nothing, 0.0
+            wake = max(self._backoff_until, self._next_due) - now if queue else delay
+            if retry and not queue:
+                wake = min(wake, max(retry, self._backoff_until) - now)
+            self._cond.wait(max(min(wake, delay), 0.005))
+
+    def _take_locked(self, timeout: float) -> tuple[str, list[tuple[int, Captured]], float]:
+        batch, _ = self._queue.take(self._batch_size)
+        self._inflight = batch
+        return "export", batch, timeout
+
+    def _flush_pending_locked(self) -> bool:
+        if not self._flush_target:
+            return False
+        oldest = self._queue.oldest_seq()
+        return oldest is not None and oldest <= self._flush_target
+
+    def _export_batch(self, batch: list[tuple[int, Captured]], timeout: float) -> None:
+        records: list[tuple[int, ReadableLogRecord]] = []
+        build = self._builder.build
+        resource = self._builder.resource()
+        for cls, item in batch:
+            try:
+                records.append((cls, build(item, cls, resource)))
+            except Exception as exc:
+                self._acct.note("otel_encode", exc)
+                with self._lock:
+                    self._acct.counters.drop("encode_error", cls)
+        delivered, undelivered = self._delivery.deliver(records, timeout)
+        records = undelivered
+        now = time.monotonic()
+        with self._cond:
+            if self._abandoned:
+                return  # shutdown gave up on us and disposed of this batch itself
+            was_down = self._down
+            self._acct.counters.exported += delivered
+            if not undelivered:
+                self._inflight = None
+                self._backoff = 0.0
+                self._backoff_until = 0.0
+                self._signal(Signal.EXPORT_OK)
+                if now - self._last_replay_check >= _REPLAY_CHECK_INTERVAL or was_down:
+                    self._last_replay_check = now
+                    self._replay_due = self._replay_due or self._spool.pending()
+                self._cond.notify_all()
+                return
+            self._acct.counters.failed_exports += 1
+            self._enter_backoff_locked(now)
+            self._disposing = True  # flush waits for the spool write below
+        try:
+            self._dispose(records, "export_failed")
+            if not was_down:
+                self._acct.notes.append(("otel_export", "ExportFailed", self._failure_text()))
+            self._acct.send(force=False)  # before a waiting flush returns
+        finally:
+            with self._cond:
+                self._disposing = False
+                if not self._abandoned:
+                    self._inflight = None  # held until spooled: shutdown counts it otherwise
+                self._cond.notify_all()
+
+    def _enter_backoff_locked(self, now: float) -> None:
+        self._backoff = min(max(self._backoff * 2, 0.5), _MAX_BACKOFF)
+        self._backoff_until = now + self._backoff
+        self._signal(Signal.EXPORT_FAILED)  # while closing: the collector is gone
+
+    def _failure_text(self) -> str:
+        target = endpoint_text(self._settings.otlp_logs_url) or self.mode
+        return (
+            f"OTLP export to {target} failed; WARNING+ records are spooled to "
+            f"{self._spool.directory} and replayed when it is reachable again"
+        )
+
+    def _replay(self, timeout: float) -> None:
+        """Replay the spool through the transport (another process may hold the lock)."""
+
+        def export(docs: list[dict[str, Any]]) -> bool:
+            records = []
+            for doc in docs:
+                try:
+                    cls = doc.get("cls")
+                    cls = cls if type(cls) is int and 0 <= cls < len(CLASS_NAMES) else 3
+                    records.append((cls, self._builder.from_spool(doc)))
+                except Exception:
+                    with self._lock:
+                        self._acct.counters.spool_corrupt += 1
+            ok = not self._delivery.deliver(records, timeout)[1]
+            if ok:
+                with self._cond:  # the collector is back: log straight to it again
+                    self._signal(Signal.EXPORT_OK)
+                    self._backoff = self._backoff_until = 0.0
+            if not ok:
+                with self._cond:
+                    self._acct.counters.failed_exports += 1
+                    self._enter_backoff_locked(time.monotonic())
+            return ok
+
+        def should_stop() -> bool:
+            if self._closing:
+                return self._give_up or time.monotonic() >= self._deadline - self._reserve
+            return self._abandoned or len(self._queue) >= self._batch_size
+
+        try:
+            result = self._spool.replay(export, self._batch_size, should_stop)
+        except Exception as exc:
+            self._acct.note("otel_replay", exc)
+            result = None
+        with self._cond:
+            self._replay_busy = False
+            if result is not None:
+                self._acct.counters.replayed += result.replayed
+                self._acct.counters.spool_corrupt += result.corrupt
+                if result.refused:
+                    self._acct.notes.append(
+                        (
+                            "otel_spool",
+                            "SpoolFileRefused",
+                            scrub_text(
+                                f"{result.refused} spool file(s) in {self._spool.directory} "
+                                "not owned by this uid or accessible to others were set "
+                                "aside (refused.*) and not replayed"
+                            ),
+                        )
+                    )
+                if not result.failed and not result.skipped and self._spool.pending():
+                    self._replay_due = True  # stopped early to serve the queue
+                if result.failed or result.skipped:  # try again on the backoff schedule
+                    self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+            elif not self._closing:
+                self._replay_retry_at = time.monotonic() + _MAX_BACKOFF
+            self._cond.notify_all()
+
+    # -- reports -------------------------------------------------------------------------
+
+    def _budget(self, timeout: float | None) -> float:
+        return self._settings.shutdown_timeout if timeout is None else max(0.0, timeout)
+
+    def force_flush(self, timeout: float | None = None) -> bool:
+        """Export everything queued so far (and pending replays); True when all of it was
+        delivered within ``timeout`` (default ``settings.shutdown_timeout``).
+
+        Pending drop counts are reported first, and once more if the flush itself caused
+        drops (the report takes a queue slot), so the counts reach the collector too.
+        """
+        deadline = time.monotonic() + self._budget(timeout)
+        self._acct.ready = True
+        try:
+            with self._lock:
+                failures = self._acct.counters.failed_exports
+            for _ in range(2):
+                self._acct.send(force=True)
+                if not self._wait_flushed(deadline):
+                    return False
+                with self._lock:
+                    if not self._acct.counters.pending_drops:
+                        break
+            with self._lock:
+                ok = failures == self._acct.counters.failed_exports
+            if self.mode == "provider" and self._transport is not None:
+                self._transport.close(max(deadline - time.monotonic(), 0.0))
+            return ok
+        except Exception as exc:
+            self._acct.note("otel_flush", exc)
+            return False
+
+    def _wait_flushed(self, deadline: float) -> bool:
+        """Wait until everything queued now is handled; False at the deadline."""
+        with self._cond:
+            if self._closed or self._closing:
+                return False
+            if self._thread is None:
+                self._start_thread_locked()
+            target = self._queue.last_seq
+            self._flush_target = max(self._flush_target, target)
+            self._flush_deadline = max(self._flush_deadline, deadline)
+            self._replay_due = self._replay_due or self._spool.pending()
+            self._flush_waiters += 1
+            self._signal(Signal.FLUSH_BEGIN)
+            self._cond.notify_all()
+            try:
+                while self._flush_busy_locked(target):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+            finally:
+                self._flush_waiters -= 1
+                if not self._flush_waiters:
+                    self._flush_deadline = 0.0  # nobody waits: back to the schedule
+                    self._signal(Signal.FLUSH_END)
+            return True
+
+    def _flush_busy_locked(self, target: int) -> bool:
+        oldest = self._queue.oldest_seq()
+        return (
+            (oldest is not None and oldest <= target)
+            or self._inflight is not None
+            or self._disposing
+            or self._replay_due
+            or self._replay_busy
+            or bool(self._ahead)
+            or self._ahead_held is not None
+        )
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Deliver what is queued, spool what cannot be, stop; bounded by ``timeout``
+        (default ``settings.shutdown_timeout``) even with the collector down or stuck.
+        True when everything was delivered. Idempotent."""
+        budget = self._budget(timeout)
+        deadline = time.monotonic() + budget
+        try:
+            with self._cond:
+                if self._closing or self._closed:
+                    return bool(self._shutdown_ok)
+            self._acct.ready = True
+            self._acct.send(force=True)
+            with self._cond:
+                before = (
+                    self._acct.counters.spooled,
+                    self._acct.counters.dropped_total(),
+                    self._acct.counters.failed_exports,
+                )
+                self._signal(Signal.SHUTDOWN)
+                self._deadline = deadline
+                self._reserve = min(0.5, budget * 0.2)
+                if self._thread is None and self._queue:
+                    self._start_thread_locked()
+                thread = self._thread
+                self._cond.notify_all()
+            abandoned = self._wait_for(thread, deadline)
+            self._dispose_until(self._take_ahead(deadline), "shutdown", deadline)
+            with self._cond:
+                after = (
+                    self._acct.counters.spooled,
+                    self._acct.counters.dropped_total(),
+                    self._acct.counters.failed_exports,
+                )
+                self._signal(Signal.CLOSE)
+                self._shutdown_ok = not abandoned and before[1:] == after[1:]
+            self._acct.send(force=True)  # what shutdown counted: to the console and spool
+            if self._shutdown_ok and before[0] != after[0]:  # spooled, but replayed since?
+                self._shutdown_ok = not self._spool.pending()
+            return self._shutdown_ok
+        except Exception as exc:
+            self._acct.note("otel_shutdown", exc)
+            self._signal(Signal.CLOSE)
+            return False
+
+    def _wait_for(self, thread: threading.Thread | None, deadline: float) -> bool:
+        """Join the export thread by the deadline, interrupting then abandoning a stuck
+        export; True when it had to be abandoned."""
+        transport = self._transport
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(deadline - self._reserve - time.monotonic(), 0.0))
+            if thread.is_alive() and transport is not None:
+                with self._cond:
+                    self._signal(Signal.GIVE_UP)
+                bounded(transport.interrupt, 0.05)  # also closes it
+                transport = None
+                thread.join(max(deadline - 0.1 - time.monotonic(), 0.0))
+            if thread.is_alive():
+                with self._cond:
+                    self._signal(Signal.ABANDON)
+                    held = list(self._inflight or [])
+                    self._inflight = None
+                    leftovers: list[tuple[int, Payload]] = []
+                    if self._disposing:  # the thread is spooling them: may still finish
+                        for cls, _ in held:  # (then they are counted twice, never lost)
+                            self._acct.counters.drop("shutdown_in_flight", cls)
+                    else:  # stuck in the network: ours to spool
+                        leftovers.extend(held)
+                    leftovers.extend(self._queue.drain())
+                self._dispose_until(leftovers, "shutdown", deadline)
+                return True
+        if transport is not None:
+            transport.close(max(deadline - time.monotonic(), 0.0))
+        return False
+
+    def stats(self) -> dict[str, Any]:
+        """Delivery counters: queued, enqueued, exported, dropped per level (and per
+        reason), spooled, replayed, failed exports, corrupt spool lines."""
+        with self._lock:
+            c = self._acct.counters
+            per_level: dict[str, int] = {}
+            for table in c.dropped.values():
+                for name, n in table.items():
+                    per_level[name] = per_level.get(name, 0) + n
+            return {
+                "queued": len(self._queue),
+                "enqueued": c.enqueued,
+                "exported": c.exported,
+                "dropped": per_level,
+                "dropped_by_reason": {reason: dict(t) for reason, t in c.dropped.items()},
+                "spooled": c.spooled,
+                "replayed": c.replayed,
+                "failed_exports": c.failed_exports,
+                "spool_corrupt": c.spool_corrupt,
+            }
