@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from structlog.typing import EventDict
 
+from obs._fields import new_event_dict
 from obs._format import format_body, plain_text, safe_text
 from obs.encode import MAX_KEY, MAX_STR, safe_repr
 from obs.render import user_fields
@@ -246,13 +247,14 @@ def record_minimal(record: logging.LogRecord) -> EventDict:
 
     level, msg = read("levelno", logging.INFO), read("msg", None)
     plain = type(msg) is str and len(msg) <= MAX_STR
-    return {
-        "event": msg if plain else "obs_unbridgeable_record",
-        "body": safe_repr(msg, 1000),
-        "logger": plain_text(read("name", "?")),
-        "_obs_level": level if type(level) is int else logging.INFO,
-        "user.error": "the record's attributes could not be read",
-    }
+    ed = new_event_dict(
+        msg if plain else "obs_unbridgeable_record",
+        safe_repr(msg, 1000),
+        plain_text(read("name", "?")),
+    )
+    ed["_obs_level"] = level if type(level) is int else logging.INFO
+    ed["user.error"] = "the record's attributes could not be read"
+    return ed
 
 
 def record_dict(record: logging.LogRecord) -> EventDict:
@@ -267,14 +269,11 @@ def record_dict(record: logging.LogRecord) -> EventDict:
         body = format_body(msg, args if isinstance(args, tuple) else (args,))
     else:
         body = msg if type(msg) is str else safe_text(msg)
-    ed: EventDict = {
-        "timestamp": None,
-        "severity_text": None,
-        "severity_number": None,
-        "event": event,
-        "body": body if type(body) is str and len(body) <= MAX_STR else plain_text(body),
-        "logger": plain_text(record.name),
-    }
+    ed: EventDict = new_event_dict(
+        event,
+        body if type(body) is str and len(body) <= MAX_STR else plain_text(body),
+        plain_text(record.name),
+    )
     extras = {}
     for k, v in record.__dict__.items():
         if type(k) is not str:

@@ -18,25 +18,10 @@ __all__ = ["LEVEL_NAMES", "WARNING_CLASS", "QueueItem", "SeverityQueue", "level_
 from collections import deque
 from typing import Generic, TypeVar
 
-#: Names of the severity classes, index = class (the keys of ``dropped`` counts).
-LEVEL_NAMES: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-#: Classes at or above this one are never dropped by the queue's owner, only spooled.
-WARNING_CLASS = 2
+from obs.levels import CLASS_NAMES as LEVEL_NAMES
+from obs.levels import WARNING_CLASS, level_class
 
 P = TypeVar("P")
-
-
-def level_class(level: int) -> int:
-    """The severity class (index into :data:`LEVEL_NAMES`) of a stdlib level number."""
-    if level < 20:
-        return 0
-    if level < 30:
-        return 1
-    if level < 40:
-        return 2
-    if level < 50:
-        return 3
-    return 4
 
 
 class QueueItem(Generic[P]):

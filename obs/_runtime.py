@@ -28,6 +28,7 @@ from structlog import DropEvent
 from structlog.typing import EventDict, Processor
 
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
+from obs._fields import CONTROL_SET, new_event_dict
 from obs._format import format_body, plain_text
 from obs._output import FileSink, Output, StreamSink
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
@@ -35,9 +36,9 @@ from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
 from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
+from obs.levels import METHOD_BY_LEVEL, NAME_BY_LEVEL, level_name, severity_number
 from obs.rank import RankInfo, RankResolver, add_rank_info
 from obs.render import (
-    CONTROL_FIELDS,
     PIPE_LINE_MAX,
     ConsoleRenderer,
     JSONRenderer,
@@ -48,22 +49,14 @@ from obs.render import (
 )
 from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
-from obs.severity import (
-    DEFAULT_POLICY,
-    LEVEL_NAMES,
-    StagePolicy,
-    TagSeverity,
-    level_name,
-    severity_number,
-)
+from obs.severity import DEFAULT_POLICY, StagePolicy, TagSeverity
 
 if TYPE_CHECKING:
     from obs._logger import BoundLogger
 
 _NEVER = 1 << 30
-_METHOD_BY_LEVEL = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critical"}
 #: Fields the chain owns: a caller's field of that name is kept as ``user.<name>``.
-CONTROL_KEYS = frozenset(CONTROL_FIELDS)
+CONTROL_KEYS = CONTROL_SET
 _CALL_CONTROL = CONTROL_KEYS - CALL_KEYWORDS
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _line = JSONRenderer.line_bytes
@@ -257,14 +250,9 @@ class Runtime:
         """The event dict of a logger call: control fields first, user fields never over them."""
         if type(event) is not str or len(event) > MAX_STR:
             event = plain_text(event)
-        ed: EventDict = {
-            "timestamp": None,
-            "severity_text": None,
-            "severity_number": None,
-            "event": event,
-            "body": event if not args else format_body(event, args),
-            "logger": logger._name,
-        }
+        ed: EventDict = new_event_dict(
+            event, event if not args else format_body(event, args), logger._name
+        )
         flat = logger._flat
         if logger._context:
             ed.update(logger._fields)
@@ -487,7 +475,7 @@ class Runtime:
             ed["_obs_level"] = level
         if not export:
             ed["_obs_no_export"] = True
-        self.process(_METHOD_BY_LEVEL.get(level, "info"), ed)
+        self.process(METHOD_BY_LEVEL.get(level, "info"), ed)
 
     # -- re-entrancy -----------------------------------------------------------------
 
@@ -541,7 +529,7 @@ class Runtime:
                 value = fields.get(key)
                 if isinstance(value, str):
                     fields[key] = scrub_text(value)
-            self.process(_METHOD_BY_LEVEL.get(level, "warning"), _internal(event, level, fields))
+            self.process(METHOD_BY_LEVEL.get(level, "warning"), _internal(event, level, fields))
         except Exception:
             self.unreported_errors += 1
 
@@ -601,7 +589,7 @@ class Runtime:
             for key in list(safe):
                 if key in CONTROL_KEYS and key not in {"event", "body", "logger", "stage"}:
                     del safe[key]  # the chain failed to set these: they are set below
-            safe["severity_text"] = LEVEL_NAMES.get(level) or level_name(level)
+            safe["severity_text"] = NAME_BY_LEVEL.get(level) or level_name(level)
             safe["severity_number"] = severity_number(level)
             ns = event_dict.get("_obs_time_ns")
             safe["timestamp"] = TimeStamper()(
@@ -683,7 +671,7 @@ class Runtime:
         ed = _internal(event, level, fields)
         try:
             for processor in self.processors:
-                ed = processor(None, _METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
+                ed = processor(None, METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
             self._write(ed)
         except DropEvent:
             return
@@ -756,14 +744,7 @@ class Runtime:
 
 def _internal(event: str, level: int, fields: dict[str, Any]) -> EventDict:
     """The event dict of an obs-internal event (``body``/``logger`` taken from ``fields``)."""
-    ed: EventDict = {
-        "timestamp": None,
-        "severity_text": None,
-        "severity_number": None,
-        "event": event,
-        "body": fields.pop("body", event),
-        "logger": fields.pop("logger", "obs"),
-    }
+    ed: EventDict = new_event_dict(event, fields.pop("body", event), fields.pop("logger", "obs"))
     ed.update(user_fields(fields, CALL_KEYWORDS))
     ed["_obs_level"] = level
     return ed

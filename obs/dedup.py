@@ -31,6 +31,7 @@ from typing import Any, Literal
 from structlog import DropEvent
 from structlog.typing import EventDict, WrappedLogger
 
+from obs._fields import NOT_KEYED
 from obs.encode import REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 
 Key = tuple[Any, ...]
@@ -39,31 +40,8 @@ OVERFLOW_KEY = "<overflow>"
 #: (so it is emitted), and the caller marks the event ``dedup_overflow=True``.
 OVERFLOW: Literal["overflow"] = "overflow"
 
-# Fields that are the same for every event of a process or are the key's other parts.
-_NOT_KEY = frozenset(
-    {
-        "event",
-        "logger",
-        "severity_text",
-        "severity_number",
-        "timestamp",
-        "rank",
-        "local_rank",
-        "world_size",
-        "node_rank",
-        "host.name",
-        "scope",
-        "once",
-        "once_key",
-        "every_n",
-        "every_seconds",
-        "outcome",
-        "dedup_overflow",
-        "code.file.path",
-        "code.line.number",
-        "code.function.name",
-    }
-)
+#: Fields that are the same for every call of a process, or are the key's other parts.
+_NOT_KEY = NOT_KEYED
 
 
 #: Strings longer than this are keyed by length, prefix and hash, not held whole.

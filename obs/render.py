@@ -27,7 +27,9 @@ from typing import Any
 import orjson
 from structlog.typing import EventDict, WrappedLogger
 
+from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS
 from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, to_jsonable
+from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
 
 _CONTROL = (
     "_obs_rank",
@@ -77,29 +79,7 @@ class TimeStamper:
         return event_dict
 
 
-#: Fields the chain owns, in the order a slimmed line keeps them; never dropped or renamed.
-CONTROL_FIELDS: tuple[str, ...] = (
-    "timestamp",
-    "severity_text",
-    "severity_number",
-    "event",
-    "body",
-    "logger",
-    "stage",
-    "outcome",
-    "rank",
-    "local_rank",
-    "world_size",
-    "node_rank",
-    "host.name",
-    "code.file.path",
-    "code.line.number",
-    "code.function.name",
-    "exception.type",
-    "exception.message",
-    "exception.stacktrace",
-)
-_CONTROL_SET = frozenset(CONTROL_FIELDS)
+_CONTROL_SET = CONTROL_SET
 
 
 def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -112,9 +92,7 @@ def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -
     }
 
 
-_INT_CONTROL = frozenset(
-    {"severity_number", "rank", "local_rank", "world_size", "node_rank", "code.line.number"}
-)
+_INT_CONTROL = INT_FIELDS
 #: User fields a line keeps at most; the rest is counted in ``truncated``.
 MAX_FIELDS = 256
 _I64 = (-(2**63), 2**63 - 1)
@@ -276,13 +254,10 @@ class JSONRenderer:
         return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE)
 
 
-_LEVEL_STYLES = {
-    "DEBUG": "\x1b[2m",
-    "INFO": "\x1b[32m",
-    "WARNING": "\x1b[33m",
-    "ERROR": "\x1b[31;1m",
-    "CRITICAL": "\x1b[41;97m",
-}
+#: The console style of each level, in the levels table's order (DEBUG .. CRITICAL).
+_LEVEL_STYLES = dict(
+    zip(CLASS_NAMES, ("\x1b[2m", "\x1b[32m", "\x1b[33m", "\x1b[31;1m", "\x1b[41;97m"), strict=True)
+)
 _RESET = "\x1b[0m"
 _BRIGHT = "\x1b[1m"
 _DIM = "\x1b[2m"
@@ -293,7 +268,6 @@ _LOGGER = "\x1b[34m"  # blue
 EVENT_COLUMN = 30
 #: A console value longer than this is cut (JSON lines and OTLP keep it whole).
 CONSOLE_VALUE_MAX = 160
-_SEVERITY_OF = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _IDENT = re.compile(r"[A-Za-z0-9_.:-]+")
 #: Fields the console shows in place (head, location, traceback), not as key=value.
 _HEAD = frozenset(CONTROL_FIELDS) - {"stage", "outcome", "exception.type", "exception.message"}
@@ -458,4 +432,4 @@ class ConsoleRenderer:
         number = ed.get("severity_number")
         if isinstance(number, int) and not isinstance(number, bool):
             return number >= 17  # OTel ERROR
-        return _SEVERITY_OF.get(level, 50) >= 40
+        return LEVEL_BY_NAME.get(level, CRITICAL) >= ERROR

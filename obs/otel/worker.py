@@ -15,10 +15,10 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import ReadableLogRecord
 
-from obs._export_queue import WARNING_CLASS, SeverityQueue
+from obs._export_queue import SeverityQueue
 from obs._spool import Spool
 from obs.encode import scrub_text
-from obs.levels import CLASS_NAMES
+from obs.levels import CLASS_NAMES, WARNING_CLASS
 from obs.otel.accounting import Accounting, Report
 from obs.otel.delivery import Delivery, Disposer
 from obs.otel.records import Captured, Payload, RecordBuilder
