@@ -22,6 +22,7 @@ OUR_FILES = frozenset(
         "flashinfer_allreduce.py",
         "probe.py",
         "vllm_fi_ar.py",
+        "events.py",
     }
 )
 _warned: list[bool] = []

@@ -53,16 +53,16 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from obs.errors import ConfigError
-from obs.events import (
+from comm.events import (
     WorkspaceAttempt,
     WorkspaceAttemptFailed,
     WorkspaceDestroyFailed,
     WorkspaceFallback,
     WorkspaceInitialized,
     WorkspaceTerminalFailure,
-    emit,
 )
+from obs.errors import ConfigError
+from obs.events import emit
 from obs.fallback import ChainEvents, FallbackResult, FallbackRunner, Stage
 from obs.rank import RankResolver
 

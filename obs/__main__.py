@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(cli_main(rest))
     if command == "schema":
-        from obs.events import cli_schema  # noqa: PLC0415
+        from obs._schema import cli_schema  # noqa: PLC0415
 
         return int(cli_schema(rest))
     if command == "spool":

@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from obs._bridge import install_bridge, remove_bridge
+from obs._own_events import ObsExportProvider, ObsInternalError
 from obs._runtime import Runtime, build_output
 from obs._seams import SinkFactory, default_sink_factory
 from obs.errors import ConfigError
@@ -67,12 +68,12 @@ class Holder:
                 self._register_atexit()
                 for error in errors:
                     runtime.report(
-                        "obs_internal_error",
-                        logging.ERROR,
-                        where="settings",
-                        error_type="ConfigError",
-                        error_message=str(error),
-                        variable=error.variable,
+                        ObsInternalError(
+                            where="settings",
+                            error_type="ConfigError",
+                            error_message=str(error),
+                            variable=error.variable,
+                        )
                     )
             return self.runtime
 
@@ -191,9 +192,8 @@ def _report_global_provider(runtime: Runtime, settings: Settings) -> None:
     were given, since they would otherwise be ignored silently."""
     ignored = settings.otlp_endpoint is not None
     runtime.report(
-        "obs_export_provider",
+        ObsExportProvider(provider="global"),
         logging.WARNING if ignored else logging.INFO,
-        provider="global",
         body="exporting through the application's global OpenTelemetry LoggerProvider"
         + (
             f"; {settings.source('otlp_endpoint')} is not used (that provider's exporters are)"

@@ -31,6 +31,14 @@ from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
 from obs._fields import CONTROL_SET, new_event_dict
 from obs._format import format_body, plain_text
 from obs._output import FileSink, Output, StreamSink
+from obs._own_events import (
+    LogRepeatsSuppressed,
+    ObsDedupCapacityReached,
+    ObsInternalError,
+    ObsRecordsDropped,
+    ObsUnrenderableEvent,
+)
+from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
@@ -521,15 +529,22 @@ class Runtime:
 
     # -- internal events -------------------------------------------------------------
 
-    def report(self, event: str, level: int = logging.WARNING, **fields: Any) -> None:
-        """Emit an obs-internal event through the chain; never raises. Messages are scrubbed
-        of URL passwords and bearer tokens, since they may quote an endpoint or a header."""
+    def report(
+        self,
+        event: Event,
+        level: int | None = None,
+        *,
+        body: str | None = None,
+        logger: str | None = None,
+    ) -> None:
+        """Emit one of obs' own (registered, typed) events through the chain, at ``level``
+        (default: the event's own); never raises. Its text is scrubbed of URL passwords
+        and bearer tokens, since it may quote an endpoint or a header."""
         try:
-            for key in ("error_message", "body", "reason"):
-                value = fields.get(key)
-                if isinstance(value, str):
-                    fields[key] = scrub_text(value)
-            self.process(METHOD_BY_LEVEL.get(level, "warning"), _internal(event, level, fields))
+            level = type(event).level if level is None else level
+            self.process(
+                METHOD_BY_LEVEL.get(level, "warning"), _internal(event, level, body, logger)
+            )
         except Exception:
             self.unreported_errors += 1
 
@@ -543,18 +558,19 @@ class Runtime:
         """Report a bad call argument once per argument name (the event is still logged)."""
         self._report_once(
             ("argument", argument),
-            "obs_internal_error",
-            where="obs.api",
-            error_type="ValueError",
-            error_message=f"{argument}={safe_repr(value, 100)} is not valid "
-            f"(expected {expected}): {consequence}",
+            ObsInternalError(
+                where="obs.api",
+                error_type="ValueError",
+                error_message=f"{argument}={safe_repr(value, 100)} is not valid "
+                f"(expected {expected}): {consequence}",
+            ),
         )
 
-    def _report_once(self, signature: tuple[str, str], event: str, **fields: Any) -> None:
+    def _report_once(self, signature: tuple[str, str], event: Event) -> None:
         if signature in self._reported:
             return
         self._reported.add(signature)
-        self.report(event, logging.ERROR, **fields)
+        self.report(event)
 
     def _fallback_write(self, event_dict: EventDict, exc: Exception) -> None:
         """Write ``event_dict`` without the chain, holding the re-entrancy mark: a signal
@@ -601,7 +617,7 @@ class Runtime:
             except Exception:  # the rank probe itself failed: the line goes out without
                 safe.setdefault("rank", -1)  # rank fields rather than not at all
             if not isinstance(safe.get("event"), str):
-                safe["event"] = "obs_unrenderable_event"
+                safe["event"] = ObsUnrenderableEvent.name
             safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
             line = _line(safe)
             self._output.write(line if self._output.json else self._console(safe), line)
@@ -609,10 +625,9 @@ class Runtime:
             self.unreported_errors += 1
         self._report_once(
             (where, type(exc).__name__),
-            "obs_internal_error",
-            where=where,
-            error_type=type(exc).__name__,
-            error_message=safe_repr(exc, 1000),
+            ObsInternalError(
+                where=where, error_type=type(exc).__name__, error_message=safe_repr(exc, 1000)
+            ),
         )
 
     def emit_summaries(self) -> None:
@@ -634,20 +649,12 @@ class Runtime:
         deduper = self.deduper
         if deduper.capacity_reached:
             deduper.capacity_reached = False
-            self._report_internal(
-                "obs_dedup_capacity_reached",
-                logging.WARNING,
-                capacity=deduper.capacity,
-                body=f"dedup table full ({deduper.capacity} keys): new keys share a throttled slot",
-            )
+            self._report_internal(ObsDedupCapacityReached(capacity=deduper.capacity))
         for summary in deduper.drain():
             level = summary.pop("_obs_level") or logging.WARNING
             logger = summary.pop("_obs_logger") or "obs"
             summary["original_event"] = scrub_text(str(summary["original_event"]))
-            summary["body"] = (
-                f"{summary['original_event']} repeated {summary['suppressed_count']} more times"
-            )
-            self._report_internal("log_repeats_suppressed", level, logger=logger, **summary)
+            self._report_internal(LogRepeatsSuppressed(**summary), level, logger=logger)
 
     def _report_drops(self) -> None:
         """``obs_records_dropped`` for what re-entrant calls or a broken stream lost."""
@@ -659,16 +666,21 @@ class Runtime:
             if new > 0:
                 self._drops_reported[reason] = count
                 self._report_internal(
-                    "obs_records_dropped",
-                    logging.WARNING,
-                    reason=reason,
-                    count=new,
+                    ObsRecordsDropped(reason=reason, count=new),
                     body=f"{new} records not written ({reason})",
                 )
 
-    def _report_internal(self, event: str, level: int, **fields: Any) -> None:
+    def _report_internal(
+        self,
+        event: Event,
+        level: int | None = None,
+        *,
+        body: str | None = None,
+        logger: str | None = None,
+    ) -> None:
         """:meth:`report` from inside a call that already holds the re-entrancy mark."""
-        ed = _internal(event, level, fields)
+        level = type(event).level if level is None else level
+        ed = _internal(event, level, body, logger)
         try:
             for processor in self.processors:
                 ed = processor(None, METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
@@ -742,9 +754,17 @@ class Runtime:
         return budget
 
 
-def _internal(event: str, level: int, fields: dict[str, Any]) -> EventDict:
-    """The event dict of an obs-internal event (``body``/``logger`` taken from ``fields``)."""
-    ed: EventDict = new_event_dict(event, fields.pop("body", event), fields.pop("logger", "obs"))
+def _internal(event: Event, level: int, body: str | None, logger: str | None) -> EventDict:
+    """The event dict of one of obs' own events (None-valued optional fields left out; its
+    text scrubbed)."""
+    fields = {k: v for k, v in event.fields().items() if v is not None}
+    for key in ("error_message", "reason", "collector_message"):
+        value = fields.get(key)
+        if isinstance(value, str):
+            fields[key] = scrub_text(value)
+    ed: EventDict = new_event_dict(
+        type(event).name, scrub_text(body if body is not None else event.body()), logger or "obs"
+    )
     ed.update(user_fields(fields, CALL_KEYWORDS))
     ed["_obs_level"] = level
     return ed

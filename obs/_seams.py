@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from obs.rank import RankResolver
     from obs.settings import Settings
 
-#: How a sink reports obs' own events (``report(event, level, **fields)``).
+#: How a sink reports obs' own events (``report(event, level=None, *, body=None)``).
 Report = Callable[..., None]
 
 

@@ -52,6 +52,7 @@ def _age(ns: int) -> str:
 
 
 def _replay(directory: str, args: argparse.Namespace) -> int:
+    from obs._registry import Event  # noqa: PLC0415
     from obs.otel import ExportSink  # noqa: PLC0415 - the SDK loads only here
     from obs.rank import RankResolver  # noqa: PLC0415
     from obs.settings import load_settings  # noqa: PLC0415
@@ -64,8 +65,8 @@ def _replay(directory: str, args: argparse.Namespace) -> int:
     settings = load_settings(overrides)
     reports: list[str] = []
 
-    def report(event: str, level: int, **fields: Any) -> None:
-        reports.append(f"{event} {fields}")
+    def report(event: Event, level: int | None = None, *, body: str | None = None) -> None:
+        reports.append(f"{type(event).name} {body or event.body()}")
 
     sink = ExportSink(settings, RankResolver(), report)
     try:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 __all__ = ["CONFIG_PATH", "ENABLE_VAR", "enabled", "register"]
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -93,14 +92,13 @@ def _report(exc: BaseException) -> None:
     """Report a plugin failure through obs (never raising into vLLM)."""
     try:
         from obs._config import STATE  # noqa: PLC0415
+        from obs._own_events import ObsInternalError  # noqa: PLC0415
 
         runtime = STATE.runtime or STATE.ensure()
         runtime.report(
-            "obs_internal_error",
-            logging.ERROR,
-            where="vllm_plugin",
-            error_type=type(exc).__name__,
-            error_message=str(exc),
+            ObsInternalError(
+                where="vllm_plugin", error_type=type(exc).__name__, error_message=str(exc)
+            )
         )
     except Exception:
         return

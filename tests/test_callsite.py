@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+import comm.events as comm_events
 import obs
 import obs.stdlib
 from obs.callsite import AddCallsite
@@ -81,7 +82,7 @@ class TestApiPaths:
 
         read = configure_json()
         line = _next_line()
-        events.emit(events.WorkspaceFallback("fi_ar", "mnnvl", "trtllm", "no_multicast"))
+        events.emit(comm_events.WorkspaceFallback("fi_ar", "mnnvl", "trtllm", "no_multicast"))
         assert (__file__, line) == _where(read()[0])[:2]
 
     def test_wrapper_module_past_the_depth_jump(self, configure_json: Configure) -> None:

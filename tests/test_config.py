@@ -14,6 +14,7 @@ import pytest
 import obs
 import obs.testing
 from obs._config import STATE
+from obs._own_events import ObsInternalError
 from obs.encode import REDACTED
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
@@ -239,17 +240,17 @@ class TestInternalErrors:
         calls: list[str] = []
 
         def reporting(logger: object, method: str, event_dict: dict[str, Any]) -> Any:
-            calls.append(event_dict["event"])
-            runtime.report("nested_report")
+            calls.append(event_dict["where"])
+            runtime.report(ObsInternalError("nested_report", "X", "inner"))
             return event_dict
 
         runtime.processors = (*runtime.processors, reporting)
-        runtime.report("outer_report")
+        runtime.report(ObsInternalError("outer_report", "X", "outer"))
         written = ["outer_report", "nested_report", "nested_report"]
         assert (written, 1, written) == (
             calls,
             runtime.reentrant_dropped,
-            [r["event"] for r in read()],
+            [r["where"] for r in read()],
         )
 
     def test_summary_due_while_reporting_is_not_lost(self, configure_json: Configure) -> None:
@@ -263,14 +264,14 @@ class TestInternalErrors:
         log.warning_once("repeated")
 
         def due_now(logger: object, method: str, event_dict: dict[str, Any]) -> Any:
-            if event_dict["event"] == "internal_notice":
+            if event_dict.get("where") == "internal_notice":
                 runtime.deduper.summary_due = True  # as if set by a racing thread
             return event_dict
 
         runtime.processors = (*runtime.processors, due_now)
-        runtime.report("internal_notice")
+        runtime.report(ObsInternalError("internal_notice", "X", "notice"))
         obs.flush()
-        assert (["repeated", "internal_notice", "log_repeats_suppressed"], 0) == (
+        assert (["repeated", "obs_internal_error", "log_repeats_suppressed"], 0) == (
             [r["event"] for r in read()],
             runtime.unreported_errors,
         )

@@ -11,10 +11,11 @@ from typing import Any, ClassVar
 
 import pytest
 
+import comm.events as comm_events
 import obs
 import obs.testing
 from obs import events
-from obs.events import REGISTRY, Event, EventRegistry, Stage, emit
+from obs.events import REGISTRY, Event, EventRegistry, Stage, emit, json_schema, markdown
 from obs.severity import DEFAULT_POLICY
 
 # DESIGN.md "comm: ... Events" (the Grafana contract) and INTERNALS.md "Internal events":
@@ -87,7 +88,7 @@ class TestRegistryContents:
     @pytest.mark.parametrize("name", sorted(DESIGN_EVENTS))
     def test_design_fields_and_types(self, name: str) -> None:
         """Each design event has at least the listed fields, with the listed JSON types."""
-        schema = REGISTRY.to_json_schema()["$defs"][name]["properties"]
+        schema = json_schema(REGISTRY)["$defs"][name]["properties"]
         for field, json_type in DESIGN_EVENTS[name].items():
             assert field in schema, f"{name} lacks {field}"
             if json_type is not None:
@@ -134,8 +135,8 @@ class TestRegistryContents:
 
     def test_lookup_api(self) -> None:
         """get/[]/in/len/iter/all/names agree with each other."""
-        assert REGISTRY.get("workspace_fallback") is events.WorkspaceFallback
-        assert REGISTRY["workspace_fallback"] is events.WorkspaceFallback
+        assert REGISTRY.get("workspace_fallback") is comm_events.WorkspaceFallback
+        assert REGISTRY["workspace_fallback"] is comm_events.WorkspaceFallback
         assert REGISTRY.get("nope") is None
         assert "workspace_fallback" in REGISTRY
         assert len(REGISTRY) == len(REGISTRY.names()) == len(REGISTRY.all())
@@ -235,7 +236,7 @@ class TestRegister:
 class TestBody:
     def test_template_joins_lists(self) -> None:
         """Lists render as 'a, b' in the body, as DESIGN.md's record example shows."""
-        event = events.WorkspaceTerminalFailure(
+        event = comm_events.WorkspaceTerminalFailure(
             "fi_ar", ("mnnvl", "trtllm"), ("no_cuda", "no_cuda"), "AssertionError", "x", "h"
         )
         assert (
@@ -245,20 +246,20 @@ class TestBody:
 
     def test_no_template_is_name(self) -> None:
         """Without a template the body is the event name."""
-        assert "obs_dedup_capacity_reached" == events.ObsDedupCapacityReached(10).body()
+        assert "obs_unrenderable_event" == events.ObsUnrenderableEvent().body()
 
 
 class TestSchema:
     def test_json_schema_document(self) -> None:
         """One 2020-12 document, a $defs entry per event and a oneOf over them."""
-        doc = REGISTRY.to_json_schema()
+        doc = json_schema(REGISTRY)
         assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
         assert list(doc["$defs"]) == list(REGISTRY.names())
         assert [{"$ref": f"#/$defs/{n}"} for n in REGISTRY.names()] == doc["oneOf"]
 
     def test_event_schema_consts_and_required(self) -> None:
         """event/stage/outcome are consts; required lists record and event fields."""
-        schema = REGISTRY.to_json_schema()["$defs"]["workspace_terminal_failure"]
+        schema = json_schema(REGISTRY)["$defs"]["workspace_terminal_failure"]
         props = schema["properties"]
         assert {"const": "workspace_terminal_failure"} == {"const": props["event"]["const"]}
         assert {"const": "terminal_failure"} == props["stage"]
@@ -274,12 +275,12 @@ class TestSchema:
 
     def test_mapping_field_schema(self) -> None:
         """dict[str, int] fields are objects of integers."""
-        props = REGISTRY.to_json_schema()["$defs"]["obs_records_dropped"]["properties"]
+        props = json_schema(REGISTRY)["$defs"]["obs_records_dropped"]["properties"]
         assert {"type": "object", "additionalProperties": {"type": "integer"}} == props["dropped"]
 
     def test_markdown_lists_every_event_and_field(self) -> None:
         """The Markdown has a section per event and a row per field."""
-        text = REGISTRY.to_markdown()
+        text = markdown(REGISTRY)
         for cls in REGISTRY:
             assert f"## `{cls.name}`" in text
             for spec in REGISTRY.fields(cls.name):
@@ -291,14 +292,14 @@ class TestSchema:
         """cli_schema --format json prints the JSON Schema document."""
         assert 0 == events.cli_schema(["--format", "json"])
         doc = json.loads(capsys.readouterr().out)
-        assert REGISTRY.to_json_schema() == doc
+        assert json_schema(REGISTRY) == doc
 
     def test_cli_markdown_default_and_schema_prefix(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """Markdown is the default; a leading 'schema' argument is accepted."""
         assert 0 == events.cli_schema(["schema"])
-        assert REGISTRY.to_markdown() == capsys.readouterr().out
+        assert markdown(REGISTRY) == capsys.readouterr().out
 
     def test_cli_bad_format(self, capsys: pytest.CaptureFixture[str]) -> None:
         """An unknown format is bad usage: exit status 2 and a message on stderr."""
@@ -321,7 +322,7 @@ class TestSchema:
 class TestEmit:
     def test_emit_logs_level_stage_body_fields(self, captured: list[dict[str, Any]]) -> None:
         """emit() logs the event name at its level with stage, outcome, body and fields."""
-        emit(events.WorkspaceFallback("fi_ar", "mnnvl", "trtllm", "no_multicast"), logger="t")
+        emit(comm_events.WorkspaceFallback("fi_ar", "mnnvl", "trtllm", "no_multicast"), logger="t")
         assert 1 == len(captured)
         ev = captured[0]
         assert {
@@ -340,7 +341,7 @@ class TestEmit:
         } == {k: ev[k] for k in ("event", "logger", "severity_text", "severity_number",
                                  "stage", "outcome", "chain", "from_backend", "to_backend",
                                  "reason", "body")}  # fmt: skip
-        assert "obs.events" == events.REGISTRY["workspace_fallback"].__module__
+        assert "comm.events" == events.REGISTRY["workspace_fallback"].__module__
 
     def test_default_logger_name(self, captured: list[dict[str, Any]]) -> None:
         """Without logger= the record's logger is obs.events."""
@@ -351,11 +352,12 @@ class TestEmit:
         """once=True dedups on the identity fields: a different duration is a repeat."""
         for took in (1.0, 2.0, 3.0):
             emit(
-                events.WorkspaceAttemptFailed("fi_ar", "mnnvl", 1, "no_cuda", "E", "m", took),
+                comm_events.WorkspaceAttemptFailed("fi_ar", "mnnvl", 1, "no_cuda", "E", "m", took),
                 once=True,
             )
         emit(
-            events.WorkspaceAttemptFailed("fi_ar", "trtllm", 2, "no_cuda", "E", "m", 1.0), once=True
+            comm_events.WorkspaceAttemptFailed("fi_ar", "trtllm", 2, "no_cuda", "E", "m", 1.0),
+            once=True,
         )
         assert [("mnnvl", 1.0), ("trtllm", 1.0)] == [
             (e["backend"], e["duration_ms"]) for e in captured if e["event"].startswith("work")
@@ -398,3 +400,67 @@ class TestImports:
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
         )
         assert "[]" == proc.stdout.strip()
+
+
+class TestOwnEvents:
+    """Every event obs emits about itself is a registered typed event, built from its class."""
+
+    def test_every_obs_event_name_in_the_source_is_registered(self) -> None:
+        """Each obs_* event name written anywhere in obs/ or comm/ is in the registry (the
+        pytest fixture name obs_events is not an event)."""
+        import ast
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[1]
+        names: set[str] = set()
+        for package in ("obs", "comm"):
+            for path in (root / package).rglob("*.py"):
+                for node in ast.walk(ast.parse(path.read_text())):
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                        text = node.value
+                        if text.startswith("obs_") and text.isidentifier() and text.islower():
+                            names.add(text)
+        names -= {"obs_events"}
+        assert {"obs_unbridgeable_record", "obs_unrenderable_event"} <= names
+        assert [] == sorted(n for n in names if n not in REGISTRY)
+
+    def test_runtime_reports_are_typed_events(self, captured: list[dict[str, Any]]) -> None:
+        """A report is built from its class: name, registered level, fields and body."""
+        from obs._config import STATE
+        from obs._own_events import ObsDedupCapacityReached, ObsRecordsDropped
+
+        runtime = STATE.runtime
+        assert runtime is not None
+        runtime.report(ObsDedupCapacityReached(capacity=7))
+        runtime.report(ObsRecordsDropped(reason="write_failed", count=2))
+        got = [(e["event"], e["severity_text"], e["body"]) for e in captured]
+        assert [
+            (
+                "obs_dedup_capacity_reached",
+                "WARNING",
+                "dedup table full (7 keys): new keys share a throttled slot",
+            ),
+            ("obs_records_dropped", "WARNING", "2 log records were not delivered (write_failed)"),
+        ] == got
+        assert ({}, 2) == (captured[1]["dropped"], captured[1]["count"])
+
+    def test_reports_without_optional_fields_omit_them(
+        self, captured: list[dict[str, Any]]
+    ) -> None:
+        """An optional field left None (variable, collector_message) is not written."""
+        from obs._config import STATE
+        from obs._own_events import ObsInternalError
+
+        runtime = STATE.runtime
+        assert runtime is not None
+        runtime.report(ObsInternalError(where="w", error_type="E", error_message="m"))
+        assert "variable" not in captured[-1]
+        assert ("w: E: m", "ERROR") == (captured[-1]["body"], captured[-1]["severity_text"])
+
+    def test_stage_literal_is_the_policys(self) -> None:
+        """The Stage type lists exactly the stage policy's stages, in order."""
+        import typing
+
+        from obs.severity import DEFAULT_POLICY
+
+        assert tuple(DEFAULT_POLICY.rules) == typing.get_args(Stage) == events.STAGES

@@ -840,7 +840,7 @@ class TestAdversarialRound2:
     def test_emit_owns_its_stage_and_name(self, configure_json: Configure) -> None:
         """obs.emit: a stage= or field keyword never overrides the event class (a terminal
         failure stays an ERROR with outcome=failure); event= never raises."""
-        from obs.events import WorkspaceTerminalFailure
+        from comm.events import WorkspaceTerminalFailure
 
         read = configure_json()
         ev = WorkspaceTerminalFailure(

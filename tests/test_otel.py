@@ -79,10 +79,13 @@ class Reports:
         self.calls: list[tuple[str, int, dict[str, Any]]] = []
         self.sink: ExportSink | None = None
 
-    def __call__(self, event: str, level: int, **fields: Any) -> None:
-        self.calls.append((event, level, fields))
+    def __call__(self, event: Any, level: int | None = None, *, body: str | None = None) -> None:
+        fields = {k: v for k, v in event.fields().items() if v is not None}
+        fields["body"] = body if body is not None else event.body()
+        level = type(event).level if level is None else level
+        self.calls.append((type(event).name, level, fields))
         if self.sink is not None:
-            self.sink(None, "warning", ev(event, level, **fields))
+            self.sink(None, "warning", ev(type(event).name, level, **fields))
 
     def named(self, event: str) -> list[dict[str, Any]]:
         return [f for e, _, f in self.calls if e == event]

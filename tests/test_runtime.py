@@ -10,6 +10,7 @@ import pytest
 import obs
 import obs.testing
 from obs._config import STATE
+from obs._own_events import ObsInternalError
 from obs._runtime import Runtime
 from obs._seams import ExportProcessor
 from obs.rank import RankResolver
@@ -121,7 +122,7 @@ class TestReports:
         """obs' own events are ordinary events: enriched, captured, exported."""
         sink = RecordingSink()
         runtime = _runtime(sink)
-        runtime.report("obs_internal_error", logging.ERROR, where="test", error_type="X")
+        runtime.report(ObsInternalError(where="test", error_type="X", error_message="m"))
         (event,) = [e for e in sink.received if e["event"] == "obs_internal_error"]
         assert ("ERROR", "test", "obs") == (
             event["severity_text"],

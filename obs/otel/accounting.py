@@ -14,15 +14,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
+from obs._own_events import ObsInternalError, ObsRecordsDropped
+from obs._registry import Event
 from obs.encode import safe_repr, scrub_text
 from obs.levels import CLASS_NAMES
 
-#: How the sink reports obs' own events: ``report(event, level, **fields)``.
+#: How the sink reports obs' own events: ``report(event, level=None, *, body=None)``.
 Report = Callable[..., None]
 #: obs' own reports of loss: spooled into the spool's reserve, so they survive a full spool.
-LOSS_REPORTS = frozenset({"obs_records_dropped", "obs_internal_error"})
+LOSS_REPORTS = frozenset({ObsRecordsDropped.name, ObsInternalError.name})
 
 
 class Counters:
@@ -117,11 +118,8 @@ class Accounting:
                 continue
             self.reported.add((where, kind))
             self._call(
-                "obs_internal_error",
+                ObsInternalError(where=where, error_type=kind, error_message=message),
                 logging.ERROR if kind != "ExportFailed" else logging.WARNING,
-                where=where,
-                error_type=kind,
-                error_message=message,
             )
         with self._lock:
             now = time.monotonic()
@@ -132,18 +130,16 @@ class Accounting:
             self._last_drop_report = now
         for reason, per_level in sorted(pending.items()):
             total = sum(per_level.values())
-            extra = {"collector_message": self.last_reject_message} if reason == "rejected" else {}
+            collector = self.last_reject_message if reason == "rejected" else None
             self._call(
-                "obs_records_dropped",
-                logging.WARNING,
-                dropped=dict(per_level),
-                reason=reason,
+                ObsRecordsDropped(
+                    reason=reason, count=total, dropped=dict(per_level), collector_message=collector
+                ),
                 body=f"{total} log records were not exported ({reason})",
-                **extra,
             )
 
-    def _call(self, event: str, level: int, **fields: Any) -> None:
+    def _call(self, event: Event, level: int | None = None, *, body: str | None = None) -> None:
         try:
-            self._report(event, level, **fields)
+            self._report(event, level, body=body)
         except Exception:
             return  # the runtime counts its own failures; we must not loop

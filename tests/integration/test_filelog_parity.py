@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from _filelog import FilelogMapping, MappedRecord
 
+import comm.events as comm_events
 import obs
-from obs import events
 from obs._receiver import OTLPReceiver
 from obs.pytest_plugin import otlp_receiver  # noqa: F401 - the fixture, used by name
 
@@ -82,9 +82,9 @@ def log_everything(tmp_path: Path) -> None:
     )
     for _ in range(3):
         log.warning_once("flag_deprecated", flag="--x")
-    obs.emit(events.WorkspaceAttempt(chain="fi_ar", backend="mnnvl", attempt=1))
+    obs.emit(comm_events.WorkspaceAttempt(chain="fi_ar", backend="mnnvl", attempt=1))
     obs.emit(
-        events.WorkspaceAttemptFailed(
+        comm_events.WorkspaceAttemptFailed(
             chain="fi_ar",
             backend="mnnvl",
             attempt=1,
@@ -95,15 +95,17 @@ def log_everything(tmp_path: Path) -> None:
         )
     )
     obs.emit(
-        events.WorkspaceFallback(
+        comm_events.WorkspaceFallback(
             chain="fi_ar", from_backend="mnnvl", to_backend="trtllm", reason="no_multicast"
         )
     )
     obs.emit(
-        events.WorkspaceInitialized(chain="fi_ar", backend="trtllm", attempts=2, duration_ms=40.0)
+        comm_events.WorkspaceInitialized(
+            chain="fi_ar", backend="trtllm", attempts=2, duration_ms=40.0
+        )
     )
     obs.emit(
-        events.WorkspaceTerminalFailure(
+        comm_events.WorkspaceTerminalFailure(
             chain="fi_ar_quant",
             backends_tried=("mnnvl", "trtllm"),
             reasons=("no_cuda", "dist_not_initialized"),

@@ -25,10 +25,10 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import format_span_id, format_trace_id
 
+import comm.events as comm_events
 import obs
 import obs.otel
 import obs.otel.transport
-from obs import events
 from obs._config import STATE
 from obs._receiver import OTLPReceiver, make_self_signed_cert
 from obs.otel import ExportSink
@@ -128,7 +128,7 @@ class TestMapping:
         for _ in range(3):
             log.warning_once("e2e_once", flag="x")
         obs.emit(
-            events.WorkspaceTerminalFailure(
+            comm_events.WorkspaceTerminalFailure(
                 chain="fi_ar",
                 backends_tried=("mnnvl", "trtllm"),
                 reasons=("no_multicast", "no_cuda"),

@@ -127,8 +127,11 @@ class Reports:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, dict[str, Any]]] = []
 
-    def __call__(self, event: str, level: int, **fields: Any) -> None:
-        self.calls.append((event, level, fields))
+    def __call__(self, event: Any, level: int | None = None, *, body: str | None = None) -> None:
+        fields = {k: v for k, v in event.fields().items() if v is not None}
+        fields["body"] = body if body is not None else event.body()
+        level = type(event).level if level is None else level
+        self.calls.append((type(event).name, level, fields))
 
 
 def ev(event: str, level: int = logging.ERROR, **fields: Any) -> dict[str, Any]:
