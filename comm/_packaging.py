@@ -20,7 +20,6 @@ OUR_FILES = frozenset(
         "__main__.py",
         "_packaging.py",
         "flashinfer_allreduce.py",
-        "probe.py",
         "vllm_fi_ar.py",
         "events.py",
     }

@@ -25,6 +25,7 @@ __all__ = [
     "LOGGER_NAME",
     "REASONS",
     "WORKSPACE_EVENTS",
+    "BackendNotSupportedError",
     "CommSettings",
     "FiArWorkspaces",
     "FlashInferWorkspaceFactory",
@@ -287,6 +288,17 @@ class FlashInferWorkspaceFactory:
 # --- the manager --------------------------------------------------------------------------
 
 
+class BackendNotSupportedError(ValueError):
+    """The configured backend cannot serve this topology (trtllm on several nodes): a
+    configuration error, raised before any attempt (a ``ValueError``, as vLLM raises).
+    ``backend`` and ``reason`` (a skip reason, e.g. ``multi_node``) say which and why."""
+
+    def __init__(self, backend: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.reason = reason
+
+
 class WorkspaceUnavailableError(RuntimeError):
     """No backend could create the workspace; carries every attempt.
 
@@ -478,10 +490,12 @@ class FiArWorkspaces:
             nodes = self.nodes()
             if self._backend == "trtllm" and nodes > 1:
                 self._runners[chain].run((Stage("trtllm", _never, skip=SKIP_MULTI_NODE),))
-                raise ValueError(
+                raise BackendNotSupportedError(
+                    "trtllm",
+                    SKIP_MULTI_NODE,
                     f"FlashInfer allreduce backend 'trtllm' does not support multi-node "
                     f"allreduce ({nodes} nodes; set by {self._source}). Use 'mnnvl' or "
-                    "'auto' instead."
+                    "'auto' instead.",
                 )
             result = self._runners[chain].run(self._stages(chain, args, nodes))
             self._results[chain] = result

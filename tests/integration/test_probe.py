@@ -16,6 +16,9 @@ import pytest
 
 from comm import probe
 from comm.probe import ChainReport, ProbeResult, ProbeSpec, RankReport, format_ranks
+from comm.probe import cli as probe_cli
+from comm.probe.launch import rank_env
+from comm.probe.rank import init_dist
 from obs._receiver import OTLPReceiver
 from obs.fallback import Attempt
 
@@ -323,7 +326,7 @@ class TestReporting:
 
     def test_rank_env_is_torchrun_style(self) -> None:
         """Rank 3 of 4 on 2 nodes gets torchrun's variables."""
-        env = probe._rank_env({"world_size": 4, "nodes": 2, "master_port": 1234}, 3)
+        env = rank_env(probe.ProbeSpec(world_size=4, nodes=2, master_port=1234), 3)
         assert {
             "RANK": "3",
             "LOCAL_RANK": "1",
@@ -338,7 +341,7 @@ class TestReporting:
     def test_main_output_to_stream(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """main() prints the table and verdict to its stream and returns the exit code."""
         fake = _result({r: _report(r, "initialized", "initialized") for r in (0, 1)})
-        monkeypatch.setattr(probe, "launch", lambda spec, on_message=None: fake)
+        monkeypatch.setattr(probe_cli, "launch", lambda spec, on_message=None: fake)
         out = io.StringIO()
         assert 0 == probe.main(["--world-size", "2", "--otlp-endpoint", "http://127.0.0.1:9"],
                                out=out)  # fmt: skip
@@ -409,7 +412,7 @@ class TestUsability:
     def test_json_output(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """--json prints one JSON document with every rank's report and the exit code."""
         fake = _result({r: _report(r, "initialized", "initialized") for r in (0, 1)})
-        monkeypatch.setattr(probe, "launch", lambda spec, on_message=None: fake)
+        monkeypatch.setattr(probe_cli, "launch", lambda spec, on_message=None: fake)
         out = io.StringIO()
         argv = ["--world-size", "2", "--json", "--otlp-endpoint", "http://u:pw@127.0.0.1:9"]
         assert 0 == probe.main(argv, out=out)
@@ -428,7 +431,7 @@ class TestUsability:
             seen.append(spec)
             return _result({r: _report(r, "initialized", "initialized") for r in (0, 1)})
 
-        monkeypatch.setattr(probe, "launch", fake)
+        monkeypatch.setattr(probe_cli, "launch", fake)
         monkeypatch.setenv("COMM_FI_AR_BACKEND", "mnnvl")
         assert 0 == probe.main(["--world-size", "2", "--otlp-endpoint", "http://127.0.0.1:9"],
                                out=io.StringIO())  # fmt: skip
@@ -448,9 +451,9 @@ class TestUsability:
     def test_nccl_without_gpus_says_why(self) -> None:
         """--dist-backend nccl on a CPU fails with a sentence, not a truncated
         AttributeError from torch.cuda."""
-        spec = {"dist_backend": "nccl", "world_size": 1, "timeout": 5}
+        spec = probe.ProbeSpec(world_size=1, dist_backend="nccl", timeout=5)
         with pytest.raises(RuntimeError, match="needs one CUDA GPU per local rank"):
-            probe._init_dist(spec, 0, 1)
+            init_dist(spec, 0)
 
     def test_default_run_dirs_keep_the_last_n(self, tmp_path: Path) -> None:
         """Default run folders are pruned to the newest KEEP_RUNS (the first release left

@@ -1,0 +1,267 @@
+"""``python -m comm probe``: the command line (parse, launch, print, exit status)."""
+
+from __future__ import annotations
+
+__all__ = ["build_parser", "main"]
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+from comm.probe.launch import launch
+from comm.probe.report import (
+    expected_terminal,
+    failure_causes,
+    format_ranks,
+    rank_of,
+    render_delivery,
+    render_grouped,
+    render_table,
+    result_json,
+    scrub,
+    summarize_records,
+    verdict,
+)
+from comm.probe.spec import DTYPES, EXIT_USAGE, KEEP_RUNS, ProbeResult, ProbeSpec
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``probe`` argument parser (argparse errors exit with 2)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m comm probe",
+        description="Run the FlashInfer allreduce workspace fallback chain on N local "
+        "ranks and report every rank's outcome and whether its records were delivered over "
+        "OTLP. Exit status: 0 all initialized, 3 a terminal failure, 4 records not "
+        "delivered, 1 the probe failed, 2 bad usage.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--world-size", type=_positive, required=True, help="ranks to start on this machine"
+    )
+    parser.add_argument(
+        "--nodes", type=_positive, default=1, help="simulated nodes (ranks are split evenly)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "mnnvl", "trtllm"),
+        default=None,
+        help="workspace backend; default: COMM_FI_AR_BACKEND (or "
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND) when set, else auto",
+    )
+    parser.add_argument(
+        "--max-token-num", type=_positive, default=2048, help="getter max_token_num"
+    )
+    parser.add_argument("--hidden-dim", type=_positive, default=4096, help="getter hidden_dim")
+    parser.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="getter dtype")
+    parser.add_argument(
+        "--dist-backend",
+        choices=("auto", "gloo", "nccl"),
+        default="auto",
+        help="torch.distributed backend; auto = nccl with a GPU per local rank, else gloo",
+    )
+    parser.add_argument(
+        "--timeout", type=_positive_seconds, default=120.0, help="seconds for the whole run"
+    )
+    parser.add_argument(
+        "--log-dir",
+        default="",
+        help="rank logs and reports, kept; default: a new run folder under "
+        f"$TMPDIR/comm-probe-$UID (the last {KEEP_RUNS} runs are kept)",
+    )
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--verbose", action="store_true", help="one table row per rank instead of grouped"
+    )
+    shown.add_argument(
+        "--json", action="store_true", help="print the whole result as one JSON document"
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export the ranks' records here: a base URL (/v1/logs is appended) or a full "
+        "URL ending in /v1/logs (used as is); default: the environment's OTEL_* settings",
+    )
+    where.add_argument(
+        "--embedded-receiver",
+        action="store_true",
+        help="receive on loopback and summarise (default when no endpoint is configured)",
+    )
+    return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _backend_from_env() -> tuple[str, str]:
+    """The backend comm would use from the environment, and where it came from."""
+    for name in ("COMM_FI_AR_BACKEND", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"):
+        value = os.environ.get(name, "").strip().lower()
+        if value:
+            return value, name
+    return "auto", "default"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    return value
+
+
+def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
+    """Parse, run, print; the exit status (see the module docstring)."""
+    stdout = out or sys.stdout
+    parser = build_parser()
+    try:
+        opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        if opts.world_size % opts.nodes:
+            parser.error(f"--world-size {opts.world_size} is not a multiple of --nodes")
+        backend, backend_from = opts.backend, "--backend"
+        if backend is None:
+            backend, backend_from = _backend_from_env()
+            if backend not in ("auto", "mnnvl", "trtllm"):
+                parser.error(f"{backend_from}={backend!r}: expected auto, mnnvl or trtllm")
+        embedded = _use_embedded(parser, opts)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    receiver: Any = None
+    endpoint = opts.otlp_endpoint
+    if embedded:
+        from obs.testing import OTLPReceiver  # noqa: PLC0415 - grpc loads only here
+
+        receiver = OTLPReceiver(grpc=False).start()
+        endpoint = receiver.http_endpoint
+    spec = ProbeSpec(
+        world_size=opts.world_size,
+        nodes=opts.nodes,
+        backend=backend,
+        max_token_num=opts.max_token_num,
+        hidden_dim=opts.hidden_dim,
+        dtype=opts.dtype,
+        otlp_endpoint=endpoint,
+        dist_backend=opts.dist_backend,
+        timeout=opts.timeout,
+        log_dir=opts.log_dir,
+    )
+    _progress(
+        f"probe: world_size={spec.world_size} nodes={spec.nodes} backend={spec.backend} "
+        f"(from {backend_from}) max_token_num={spec.max_token_num} "
+        f"hidden_dim={spec.hidden_dim} dtype={spec.dtype}; "
+        f"OTLP -> {scrub(endpoint) if endpoint else 'as configured by the environment'}"
+    )
+    try:
+        result = launch(spec, on_message=None if opts.json else _on_message)
+        if opts.json:
+            stdout.write(json.dumps(result_json(result, receiver), default=str) + "\n")
+        else:
+            _print_result(result, receiver, stdout, verbose=opts.verbose)
+        stdout.flush()
+        return result.exit_code
+    finally:
+        if receiver is not None:
+            receiver.stop()
+
+
+def _print_result(result: ProbeResult, receiver: Any, stdout: IO[str], *, verbose: bool) -> None:
+    stdout.write((render_table(result) if verbose else render_grouped(result)) + "\n")
+    if result.missing:
+        stdout.write(
+            f"no report from ranks {format_ranks(result.missing)}"
+            f"{' (timed out)' if result.timed_out else ''}\n"
+        )
+    causes = failure_causes(result)
+    if causes:
+        stdout.write("why:\n" + "".join(f"  {line}\n" for line in causes))
+    if receiver is not None:
+        _report_receiver(receiver, result, stdout)
+    delivery = render_delivery(result)
+    if delivery:
+        stdout.write("OTLP delivery (each rank's own obs counters):\n")
+        stdout.write("".join(f"  {line}\n" for line in delivery))
+    stdout.write(f"rank logs: {result.spec.log_dir}\n")
+    code = result.exit_code
+    stdout.write(f"exit {code}: {verdict(code)}\n")
+
+
+def _use_embedded(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> bool:
+    from obs.errors import ConfigError  # noqa: PLC0415
+    from obs.settings import load_settings  # noqa: PLC0415
+
+    try:
+        if opts.otlp_endpoint is not None:
+            load_settings({"otlp_endpoint": opts.otlp_endpoint})
+            return False
+        configured = load_settings().otlp_endpoint is not None
+    except ConfigError as exc:
+        parser.error(str(exc))
+    return bool(opts.embedded_receiver or not configured)
+
+
+def _report_receiver(receiver: Any, result: ProbeResult, stdout: IO[str]) -> None:
+    expected = expected_terminal(result)
+
+    def arrived() -> set[tuple[int, str]]:
+        got = set()
+        for rec in receiver.by_event("workspace_terminal_failure"):
+            rank, chain = rank_of(rec), (rec.get("attributes") or {}).get("chain")
+            if rank is not None and isinstance(chain, str):
+                got.add((rank, chain))
+        return got
+
+    deadline = time.monotonic() + 5.0
+    while not expected <= arrived() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # let a last in-flight batch land
+    records = receiver.records
+    stdout.write(
+        f"OTLP records received by the embedded receiver ({receiver.http_endpoint}): "
+        f"{len(records)}\n"
+    )
+    for line in summarize_records(records):
+        stdout.write(f"  {line}\n")
+    lost = sorted(expected - arrived())
+    if expected and not lost:
+        stdout.write("  every rank's workspace_terminal_failure arrived over OTLP\n")
+    for rank, chain in lost:
+        stdout.write(f"  MISSING: workspace_terminal_failure of rank {rank} ({chain})\n")
+
+
+def _progress(text: str) -> None:
+    sys.stderr.write(f"[probe] {text}\n")
+    sys.stderr.flush()
+
+
+def _on_message(message: Mapping[str, Any]) -> None:
+    kind = message.get("kind")
+    if kind == "launcher":
+        how = (
+            "torch + flashinfer imported once, ranks forked"
+            if message.get("mode") == "fork"
+            else "one fresh interpreter per rank"
+        )
+        _progress(f"launcher ready in {message.get('preload_s')} s ({how})")
+    elif kind == "started":
+        _progress(
+            f"rank {message.get('rank')} started (pid {message.get('pid')}, node "
+            f"{message.get('node')}, local rank {message.get('local_rank')})"
+        )
+    elif kind == "done":
+        _progress(f"rank {message.get('rank')} reported after {message.get('duration_s')} s")
+    elif kind == "exited" and message.get("code"):
+        _progress(f"rank {message.get('rank')} exited with status {message.get('code')}")
