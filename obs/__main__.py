@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "receive":
-        from obs._receiver import cli_main  # noqa: PLC0415
+        from obs._receive_cli import cli_main  # noqa: PLC0415
 
         return int(cli_main(rest))
     if command == "schema":

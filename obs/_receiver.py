@@ -4,161 +4,37 @@
 TLS) so the SDK's own exporters can be tested end to end without a collector. A request is
 answered once its protobuf is parsed, as a collector answers; its records are flattened into
 plain dicts when they are read. Faults (a slow or failing collector) can be injected to test
-delivery guarantees. `cli_main` is the `python -m obs receive` command.
-
-This module is self-contained on purpose: it imports nothing from `obs`.
+delivery guarantees. Decoding is :mod:`obs._otlp_decode`, certificates :mod:`obs._certs`,
+the command :mod:`obs._receive_cli`. It imports nothing from obs' logging chain.
 """
 
 from __future__ import annotations
 
-import argparse
-import base64
-import contextlib
-import datetime as _dt
-import gzip
-import importlib
-import json
-import os
-import shutil
-import signal
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
 import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.common.v1 import common_pb2
 
-__all__ = ["OTLPReceiver", "cli_main", "make_self_signed_cert"]
+from obs._certs import make_self_signed_cert, read_bytes
+from obs._otlp_decode import Record, decode_request, decompress, event_of, parse_json_request
 
-Record = dict[str, Any]
+__all__ = ["OTLPReceiver", "make_self_signed_cert"]
+
 _TRANSPORTS = ("grpc", "http")
 _LOGS_PATH = "/v1/logs"
 _POLL_INTERVAL = 0.05  # how often the HTTP accept loop checks for shutdown: stop() is prompt
-
-
-# --- decoding -----------------------------------------------------------------------------
-
-
-def _any_value(value: common_pb2.AnyValue) -> Any:
-    """Decode an OTLP AnyValue into the matching Python value (None when unset)."""
-    kind = value.WhichOneof("value")
-    if kind is None:
-        return None
-    if kind == "array_value":
-        return [_any_value(v) for v in value.array_value.values]
-    if kind == "kvlist_value":
-        return _key_values(value.kvlist_value.values)
-    return getattr(value, kind)
-
-
-def _key_values(pairs: Iterable[common_pb2.KeyValue]) -> dict[str, Any]:
-    """Decode repeated KeyValue into a dict; a repeated key keeps its last value."""
-    return {kv.key: _any_value(kv.value) for kv in pairs}
-
-
-def _decode_request(
-    request: logs_service_pb2.ExportLogsServiceRequest, transport: str
-) -> list[Record]:
-    """Flatten an export request into one dict per LogRecord, in request order."""
-    out: list[Record] = []
-    for resource_logs in request.resource_logs:
-        resource = _key_values(resource_logs.resource.attributes)
-        resource_dropped = resource_logs.resource.dropped_attributes_count
-        for scope_logs in resource_logs.scope_logs:
-            scope_pb = scope_logs.scope
-            for lr in scope_logs.log_records:
-                out.append(
-                    {
-                        "transport": transport,
-                        "resource": dict(resource),
-                        "resource_dropped_attributes_count": resource_dropped,
-                        "scope": {
-                            "name": scope_pb.name,
-                            "version": scope_pb.version,
-                            "attributes": _key_values(scope_pb.attributes),
-                        },
-                        "time_unix_nano": lr.time_unix_nano,
-                        "observed_time_unix_nano": lr.observed_time_unix_nano,
-                        "severity_number": int(lr.severity_number),
-                        "severity_text": lr.severity_text,
-                        "event_name": lr.event_name,
-                        "body": _any_value(lr.body),
-                        "attributes": _key_values(lr.attributes),
-                        "trace_id": lr.trace_id.hex(),
-                        "span_id": lr.span_id.hex(),
-                        "flags": lr.flags,
-                        "dropped_attributes_count": lr.dropped_attributes_count,
-                    }
-                )
-    return out
-
-
-def _items(doc: Any, camel: str, snake: str) -> list[Any]:
-    """The list under an OTLP/JSON key, which may be lowerCamelCase or snake_case."""
-    value = doc.get(camel, doc.get(snake)) if isinstance(doc, dict) else None
-    return value if isinstance(value, list) else []
-
-
-def _hex_ids_to_base64(doc: Any) -> None:
-    """Rewrite OTLP/JSON hex trace/span ids in place as the base64 that protobuf JSON expects."""
-    for resource_logs in _items(doc, "resourceLogs", "resource_logs"):
-        for scope_logs in _items(resource_logs, "scopeLogs", "scope_logs"):
-            for lr in _items(scope_logs, "logRecords", "log_records"):
-                if not isinstance(lr, dict):
-                    continue
-                for key in ("traceId", "trace_id", "spanId", "span_id"):
-                    value = lr.get(key)
-                    if not (isinstance(value, str) and value):
-                        continue
-                    try:
-                        raw = bytes.fromhex(value)
-                    except ValueError:
-                        continue  # not hex: let protobuf judge it as base64
-                    lr[key] = base64.b64encode(raw).decode("ascii")
-
-
-def _parse_json_request(body: bytes) -> logs_service_pb2.ExportLogsServiceRequest:
-    """Parse an OTLP/JSON body; unknown fields are ignored, as the OTLP spec requires."""
-    doc = json.loads(body)
-    _hex_ids_to_base64(doc)
-    request = logs_service_pb2.ExportLogsServiceRequest()
-    json_format.ParseDict(doc, request, ignore_unknown_fields=True)
-    return request
-
-
-def _decompress(body: bytes, encoding: str) -> bytes:
-    """Undo Content-Encoding gzip/deflate (zlib-wrapped or raw); identity passes through."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding in ("gzip", "x-gzip"):
-        return gzip.decompress(body)
-    if encoding == "deflate":
-        try:
-            return zlib.decompress(body)
-        except zlib.error:
-            return zlib.decompress(body, -zlib.MAX_WBITS)
-    msg = f"unsupported Content-Encoding {encoding!r}"
-    raise ValueError(msg)
-
-
-def _event_of(record: Record) -> str:
-    """The record's event name: event_name, else the "event" attribute, else ""."""
-    name = record.get("event_name") or record.get("attributes", {}).get("event")
-    return name if isinstance(name, str) else ""
 
 
 # --- servers ------------------------------------------------------------------------------
@@ -256,7 +132,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
             return
         receiver = self.server.receiver
         try:
-            body = _decompress(self._read_body(), self.headers.get("Content-Encoding", ""))
+            body = decompress(self._read_body(), self.headers.get("Content-Encoding", ""))
         except (OSError, ValueError, EOFError, zlib.error) as exc:
             self._reply(400, "text/plain", f"bad body: {exc}\n".encode())
             return
@@ -267,7 +143,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
             return
         try:
             if is_json:
-                request = _parse_json_request(body)
+                request = parse_json_request(body)
             else:
                 request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
         except (DecodeError, json_format.ParseError, ValueError, TypeError) as exc:
@@ -417,7 +293,7 @@ class OTLPReceiver:
             if self._tls is None:
                 port = server.add_insecure_port(address)
             else:
-                cert, key = (_read_bytes(p) for p in self._tls)
+                cert, key = (read_bytes(p) for p in self._tls)
                 creds = grpc.ssl_server_credentials([(key, cert)])
                 port = server.add_secure_port(address, creds)
         except RuntimeError as exc:  # newer grpcio raises instead of returning 0
@@ -515,7 +391,7 @@ class OTLPReceiver:
 
     def by_event(self, name: str) -> list[Record]:
         """Records whose event_name, or else "event" attribute, equals `name`."""
-        return [r for r in self.records if _event_of(r) == name]
+        return [r for r in self.records if event_of(r) == name]
 
     def wait_for(
         self,
@@ -544,7 +420,7 @@ class OTLPReceiver:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     what = "matching records" if predicate is not None else "records"
-                    events = sorted({_event_of(r) for r in self._records})
+                    events = sorted({event_of(r) for r in self._records})
                     msg = (
                         f"waited {timeout:g}s for {want} {what}, got {len(found)} "
                         f"({len(self._records)} records in total from {self._requests} "
@@ -572,7 +448,7 @@ class OTLPReceiver:
         if self._pending:
             pending, self._pending = self._pending, []
             for request, transport in pending:
-                self._records.extend(_decode_request(request, transport))
+                self._records.extend(decode_request(request, transport))
         return self._records
 
     # fault injection
@@ -615,245 +491,3 @@ class OTLPReceiver:
 
 def _host_for_url(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
-# --- certificates -------------------------------------------------------------------------
-
-
-def make_self_signed_cert(directory: str | os.PathLike[str]) -> tuple[str, str]:
-    """Write a self-signed cert for localhost / 127.0.0.1 into `directory`.
-
-    Returns (cert path, key path), both PEM; the cert is its own CA, so clients pass the
-    cert path as the root certificate. Uses the `openssl` binary when present, else the
-    `cryptography` package.
-    """
-    os.makedirs(directory, exist_ok=True)
-    cert = os.path.join(directory, "cert.pem")
-    key = os.path.join(directory, "key.pem")
-    openssl = shutil.which("openssl")
-    if openssl is not None:
-        args = "req -x509 -nodes -days 2 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
-        subprocess.run(
-            [
-                openssl,
-                *args.split(),
-                *("-keyout", key, "-out", cert, "-subj", "/CN=localhost"),
-                *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
-                *("-addext", "basicConstraints=critical,CA:TRUE"),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        return cert, key
-    try:
-        _cryptography_cert(cert, key)
-    except ImportError as exc:
-        msg = "make_self_signed_cert needs the openssl binary or the cryptography package"
-        raise RuntimeError(msg) from exc
-    return cert, key
-
-
-def _cryptography_cert(cert_path: str, key_path: str) -> None:
-    """The same certificate as the openssl branch, made with the cryptography package."""
-    import ipaddress  # noqa: PLC0415 - only this fallback needs it
-
-    x509: Any = importlib.import_module("cryptography.x509")
-    oid: Any = importlib.import_module("cryptography.x509.oid")
-    hashes: Any = importlib.import_module("cryptography.hazmat.primitives.hashes")
-    ser: Any = importlib.import_module("cryptography.hazmat.primitives.serialization")
-    ec: Any = importlib.import_module("cryptography.hazmat.primitives.asymmetric.ec")
-    private_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(oid.NameOID.COMMON_NAME, "localhost")])
-    now = _dt.datetime.now(_dt.timezone.utc)
-    san = x509.SubjectAlternativeName(
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    )
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(private_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _dt.timedelta(minutes=5))
-        .not_valid_after(now + _dt.timedelta(days=2))
-        .add_extension(san, critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(private_key, hashes.SHA256())
-    )
-    with open(key_path, "wb") as f:
-        f.write(
-            private_key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.NoEncryption())
-        )
-    with open(cert_path, "wb") as f:
-        f.write(certificate.public_bytes(ser.Encoding.PEM))
-
-
-# --- command line -------------------------------------------------------------------------
-
-
-#: Attributes the summary line shows in columns of their own (not again as key=value).
-_SHOWN = frozenset(
-    {"event", "body", "timestamp", "severity_text", "severity_number", "rank", "host.name",
-     "local_rank", "world_size", "node_rank", "code.file.path", "code.line.number",
-     "code.function.name", "exception.stacktrace", "log.record.uid"}
-)  # fmt: skip
-
-
-def _summary_line(record: Record) -> str:
-    """One aligned line per record: time, severity, service.name, rank@host, event, body,
-    then the other attributes as key=value (control characters escaped)."""
-    ns = record["time_unix_nano"] or record["observed_time_unix_nano"]
-    when = _dt.datetime.fromtimestamp(ns / 1e9, tz=_dt.timezone.utc)
-    attrs = record["attributes"]
-    resource = record.get("resource") or {}
-    event = _event_of(record) or "-"
-    where = ""
-    if "rank" in attrs or "rank" in resource:
-        where = f"r{attrs.get('rank', resource.get('rank'))}"
-    host = attrs.get("host.name") or resource.get("host.name")
-    if host:
-        where = f"{where}@{host}" if where else str(host)
-    parts = [
-        when.strftime("%H:%M:%S.%f")[:-3],
-        str(record["severity_text"] or record["severity_number"]).ljust(8),
-        str(resource.get("service.name", "-")).ljust(16),
-        where.ljust(12),
-        event.ljust(28),
-    ]
-    body = record["body"]
-    if body is not None and body != event:
-        parts.append(body if isinstance(body, str) else repr(body))
-    pairs = " ".join(f"{k}={_short(v)}" for k, v in attrs.items() if k not in _SHOWN)
-    if pairs:
-        parts.append(pairs)
-    return _one_line("  ".join(parts).rstrip())
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=_json_default)
-    return text if len(text) <= 120 else text[:120] + "..."
-
-
-def _one_line(text: str) -> str:
-    return "".join(
-        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
-    )
-
-
-def _busy_port(args: argparse.Namespace) -> int:
-    """The first configured port that cannot be bound now (the one start() failed on)."""
-    ports = [] if args.http_only else [args.grpc_port]
-    ports += [] if args.grpc_only else [args.port]
-    for port in ports:
-        try:
-            with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as sock:
-                sock.bind((args.host, port))
-        except OSError:
-            return int(port)
-    return int(ports[0])
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc).split(":")[-1].strip() or type(exc).__name__
-
-
-def _json_default(value: Any) -> Any:
-    """JSON for what json cannot write: bytes as base64 text, the rest as repr."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return repr(value)
-
-
-def cli_main(argv: list[str] | None = None) -> int:
-    """`python -m obs receive`: run a receiver until SIGINT/SIGTERM, printing each record."""
-    parser = argparse.ArgumentParser(
-        prog="python -m obs receive",
-        description="Receive OTLP logs (gRPC and HTTP) on this machine and print one line "
-        "per record (or save them). Stop with Ctrl-C (SIGINT) or SIGTERM; a summary follows.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind")
-    parser.add_argument("--port", type=int, default=4318, help="HTTP port, 0 = any free one")
-    parser.add_argument("--grpc-port", type=int, default=4317, help="gRPC port, 0 = any free one")
-    only = parser.add_mutually_exclusive_group()
-    only.add_argument("--grpc-only", action="store_true", help="serve gRPC only")
-    only.add_argument("--http-only", action="store_true", help="serve HTTP only")
-    parser.add_argument("--out", help="append every record as one JSON line to this file")
-    parser.add_argument("--quiet", action="store_true", help="do not print each record")
-    args = parser.parse_args(argv)
-
-    stop = threading.Event()
-    previous: dict[int, Any] = {}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        # Outside the main thread signal() raises: the caller must then stop us another way.
-        with contextlib.suppress(ValueError):
-            previous[signum] = signal.signal(signum, on_signal)
-
-    receiver = OTLPReceiver(
-        args.host, args.grpc_port, args.port, grpc=not args.http_only, http=not args.grpc_only
-    )
-    try:
-        receiver.start()
-    except OSError as exc:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        which = _busy_port(args)
-        sys.stderr.write(
-            f"python -m obs receive: cannot listen on {args.host}:{which} ({_reason(exc)}): "
-            "another receiver or collector may be running; pick another port "
-            "(--port / --grpc-port, 0 = any free one)\n"
-        )
-        return 1
-    out: IO[str] | None = None
-    seen = 0
-    try:
-        out = open(args.out, "a", encoding="utf-8") if args.out else None  # noqa: SIM115
-        where = []
-        if not args.http_only:
-            where.append(f"grpc {receiver.grpc_endpoint}")
-        if not args.grpc_only:
-            where.append(f"http {receiver.http_logs_url}")
-        print(
-            f"OTLP receiver listening: {' '.join(where)} (Ctrl-C to stop)",
-            flush=True,
-        )
-        while True:
-            done = stop.is_set()  # read first: one more drain after the signal
-            new = receiver._records_since(seen, 0.0 if done else 0.2)
-            seen += len(new)
-            for record in new:
-                if out is not None:
-                    out.write(json.dumps(record, default=_json_default) + "\n")
-                if not args.quiet:
-                    print(_summary_line(record), flush=True)
-            if out is not None and new:
-                out.flush()
-            if done:
-                break
-    finally:
-        receiver.stop()
-        if out is not None:
-            out.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    counts = Counter(_event_of(r) or "<no event>" for r in receiver.records)
-    requests = receiver.requests
-    print(
-        f"received {sum(counts.values())} records in {sum(requests.values())} requests "
-        f"(grpc {requests['grpc']}, http {requests['http']})",
-        flush=True,
-    )
-    for name, n in counts.most_common():
-        print(f"  {n:6d}  {name}", flush=True)
-    sys.stdout.flush()
-    return 0

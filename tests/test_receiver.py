@@ -554,7 +554,7 @@ class TestCli:
     def test_receive_prints_saves_and_summarises(self, tmp_path: Path) -> None:
         """`receive` prints endpoints and a line per record, writes JSONL, summarises on SIGINT."""
         out = tmp_path / "records.jsonl"
-        code = "import sys; from obs._receiver import cli_main; sys.exit(cli_main(sys.argv[1:]))"
+        code = "import sys; from obs._receive_cli import cli_main; sys.exit(cli_main(sys.argv[1:]))"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
             [sys.executable, "-c", code, "--port", "0", "--grpc-port", "0", "--out", str(out)],

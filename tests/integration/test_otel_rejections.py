@@ -24,7 +24,7 @@ import pytest
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 
-from obs._receiver import _decode_request
+from obs._otlp_decode import decode_request as _decode_request
 from obs.otel import ExportSink
 from obs.rank import RankResolver
 from obs.settings import Settings
