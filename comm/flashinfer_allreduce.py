@@ -47,12 +47,23 @@ __all__ = [
 import atexit
 import dataclasses
 import functools
+import inspect
+import operator
 import os
 import random
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import (
+    Any,
+    Concatenate,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
 from comm.events import (
     WorkspaceAttempt,
@@ -66,6 +77,9 @@ from obs.errors import ConfigError
 from obs.events import emit
 from obs.fallback import ChainEvents, FallbackResult, FallbackRunner, Stage
 from obs.rank import RankResolver
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 Backend = Literal["auto", "mnnvl", "trtllm"]
 Chain = Literal["fi_ar", "fi_ar_quant"]
@@ -599,70 +613,42 @@ def reset_default_manager(manager: FiArWorkspaces | None = None) -> None:
         old.destroy()
 
 
-def get_fi_ar_workspace(  # noqa: PLR0917 - vLLM's signature
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: DType,
-    group: ProcessGroup,
-) -> Workspace | None:
-    """vLLM's getter: the non-quant workspace, or None when no backend works."""
-    manager = _default
-    if manager is not None:
-        ws = manager._fi_ar
-        if ws is not None:
-            return ws
-    return default_manager().get_fi_ar_workspace(
-        world_size, rank, max_token_num, hidden_dim, dtype, group
+def _on_default_manager(
+    method: Callable[Concatenate[FiArWorkspaces, P], R], cached: str
+) -> Callable[P, R]:
+    """vLLM's module-level form of a manager method (the same parameters, by position or
+    by name), served by the default manager; a workspace already made is returned after
+    one attribute read (``cached``), before any argument is looked at."""
+    read = operator.attrgetter(cached)
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        manager = _default
+        if manager is not None:
+            ws = read(manager)
+            if ws is not None:
+                return ws  # type: ignore[no-any-return]
+        return method(default_manager(), *args, **kwargs)
+
+    signature = inspect.signature(method)
+    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=list(signature.parameters.values())[1:]
     )
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = method.__doc__
+    call.__module__ = __name__
+    return call
 
 
-def get_fi_ar_quant_workspace(  # noqa: PLR0917 - vLLM's signature
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: DType,
-    group: ProcessGroup,
-) -> Workspace | None:
-    """vLLM's quant getter: reuses the non-quant workspace when the backend matches."""
-    manager = _default
-    if manager is not None:
-        ws = manager._fi_ar_quant
-        if ws is not None:
-            return ws
-    return default_manager().get_fi_ar_quant_workspace(
-        world_size, rank, max_token_num, hidden_dim, dtype, group
-    )
-
-
-def require_fi_ar_workspace(  # noqa: PLR0917 - vLLM's signature
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: DType,
-    group: ProcessGroup,
-) -> Workspace:
-    """The non-quant workspace or :class:`WorkspaceUnavailableError` listing every attempt."""
-    return default_manager().require_fi_ar_workspace(
-        world_size, rank, max_token_num, hidden_dim, dtype, group
-    )
-
-
-def require_fi_ar_quant_workspace(  # noqa: PLR0917 - vLLM's signature
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: DType,
-    group: ProcessGroup,
-) -> Workspace:
-    """The quant workspace or :class:`WorkspaceUnavailableError` listing every attempt."""
-    return default_manager().require_fi_ar_quant_workspace(
-        world_size, rank, max_token_num, hidden_dim, dtype, group
-    )
+#: vLLM's getters: the non-quant / quant workspace, or None when no backend works.
+get_fi_ar_workspace = _on_default_manager(FiArWorkspaces.get_fi_ar_workspace, "_fi_ar")
+get_fi_ar_quant_workspace = _on_default_manager(
+    FiArWorkspaces.get_fi_ar_quant_workspace, "_fi_ar_quant"
+)
+#: The same, raising :class:`WorkspaceUnavailableError` (listing every attempt) for None.
+require_fi_ar_workspace = _on_default_manager(FiArWorkspaces.require_fi_ar_workspace, "_fi_ar")
+require_fi_ar_quant_workspace = _on_default_manager(
+    FiArWorkspaces.require_fi_ar_quant_workspace, "_fi_ar_quant"
+)
 
 
 def destroy_fi_ar_workspace() -> None:

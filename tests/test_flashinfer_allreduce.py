@@ -459,6 +459,45 @@ class TestCachedPath:
         assert a is not fa.default_manager()
 
 
+class TestModuleFunctions:
+    """The module-level getters are generated from the manager's methods: one signature."""
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "get_fi_ar_workspace",
+            "get_fi_ar_quant_workspace",
+            "require_fi_ar_workspace",
+            "require_fi_ar_quant_workspace",
+        ],
+    )
+    def test_same_parameters_as_the_method(self, name: str) -> None:
+        """Each module function shows (and takes) the method's parameters, minus self."""
+        import inspect
+
+        method = list(inspect.signature(getattr(FiArWorkspaces, name)).parameters)[1:]
+        assert (method, name) == (
+            list(inspect.signature(getattr(fa, name)).parameters),
+            getattr(fa, name).__name__,
+        )
+        assert ["world_size", "rank", "max_token_num", "hidden_dim", "dtype", "group"] == method
+
+    def test_keyword_call_as_vllm_makes_it(self) -> None:
+        """vLLM calls the getter with keywords; the generated function accepts them."""
+        m, _ = manager()
+        fa.reset_default_manager(m)
+        world_size, rank, max_token_num, hidden_dim, dtype, group = ARGS
+        ws = fa.get_fi_ar_workspace(
+            world_size=world_size,
+            rank=rank,
+            max_token_num=max_token_num,
+            hidden_dim=hidden_dim,
+            dtype=dtype,
+            group=group,
+        )
+        assert ws is fa.require_fi_ar_workspace(*ARGS)
+
+
 class TestDestroy:
     def test_alias_destroyed_once(self) -> None:
         """A shared (aliased) workspace is destroyed once; both slots are cleared."""
