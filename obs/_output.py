@@ -14,7 +14,7 @@ last runtime holding it is gone.
 
 from __future__ import annotations
 
-__all__ = ["FileSink", "Output", "StreamSink"]
+__all__ = ["FileSink", "Output", "StreamSink", "build_output", "colors_ok", "console_line"]
 
 import os
 import stat
@@ -22,7 +22,14 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
+
+from structlog.typing import EventDict
+
+from obs.rank import RankInfo
+from obs.render import ConsoleRenderer
+from obs.settings import Settings
 
 #: One lock per stream name: every runtime writing to ``sys.stderr`` shares it.
 _STREAM_LOCKS = {"stderr": threading.Lock(), "stdout": threading.Lock()}
@@ -224,3 +231,57 @@ class Output:
         """Flush the stream's text layer (file writes are unbuffered)."""
         if self.stream is not None:
             self.stream.flush()
+
+
+# -- building the output of a configuration ------------------------------------------
+
+
+def console_line(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
+    """The console renderer as a function from an event dict to the bytes of one line."""
+
+    def render(ed: EventDict) -> bytes:
+        return (renderer(None, "", ed) + "\n").encode("utf-8", "backslashreplace")
+
+    return render
+
+
+def colors_ok(stream: Any, settings: Settings) -> bool:
+    """Colours on a tty, unless ``NO_COLOR`` is set; ``FORCE_COLOR`` turns them on
+    anywhere, e.g. under ``less -R``."""
+    if settings.no_color:
+        return False
+    if settings.force_color:
+        return True
+    try:
+        return bool(stream.isatty())
+    except Exception:
+        return False
+
+
+def build_output(settings: Settings, rank: RankInfo, reuse: Output | None = None) -> Output:
+    """The stream and file sinks for ``settings`` (the file of ``reuse`` kept if same path).
+
+    Raises ``OSError``/``ValueError`` for a file that cannot be opened: the holder turns that
+    into a :class:`obs.ConfigError` naming the variable.
+    """
+    stream = StreamSink(settings.stream) if settings.stream != "none" else None
+    fmt = settings.format
+    if fmt == "auto":
+        try:
+            fmt = "console" if stream is not None and stream.stream().isatty() else "json"
+        except Exception:
+            fmt = "json"
+    file = None
+    if settings.file:
+        path = settings.file.format(
+            rank=rank.rank,
+            local_rank=rank.local_rank,
+            node_rank=rank.node_rank,
+            host=rank.host,
+            pid=os.getpid(),
+        )
+        if reuse is not None and reuse.file is not None and reuse.file.path == path:
+            file = reuse.file
+        else:
+            file = FileSink(path)
+    return Output(stream, file, json=fmt == "json")

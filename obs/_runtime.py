@@ -17,8 +17,6 @@ __all__ = ["CONTROL_KEYS", "Runtime", "build_output", "enumerate_args"]
 
 import logging
 import math
-import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from operator import length_hint
@@ -30,7 +28,7 @@ from structlog.typing import EventDict, Processor
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
 from obs._fields import CONTROL_SET, new_event_dict
 from obs._format import format_body, plain_text
-from obs._output import FileSink, Output, StreamSink
+from obs._output import Output, build_output, colors_ok, console_line
 from obs._own_events import (
     LogRepeatsSuppressed,
     ObsDedupCapacityReached,
@@ -38,6 +36,7 @@ from obs._own_events import (
     ObsRecordsDropped,
     ObsUnrenderableEvent,
 )
+from obs._reentry import LOCAL, defer, drain
 from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
@@ -45,7 +44,7 @@ from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
 from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
 from obs.levels import METHOD_BY_LEVEL, NAME_BY_LEVEL, level_name, severity_number
-from obs.rank import RankInfo, RankResolver, add_rank_info
+from obs.rank import RankResolver, add_rank_info
 from obs.render import (
     PIPE_LINE_MAX,
     ConsoleRenderer,
@@ -68,75 +67,6 @@ CONTROL_KEYS = CONTROL_SET
 _CALL_CONTROL = CONTROL_KEYS - CALL_KEYWORDS
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _line = JSONRenderer.line_bytes
-#: Events deferred by re-entrant calls on one thread before further ones are counted.
-_MAX_DEFERRED = 256
-
-
-class _Local(threading.local):
-    """Per-thread re-entrancy state: inside a log call, and what nested calls deferred.
-
-    ``deferred`` is one list per thread, never replaced, so a signal handler appending to
-    it at any bytecode boundary is never lost; ``gen`` is the deferral generation of the
-    event being written (0 outside a drain).
-    """
-
-    busy = False
-    gen = 0
-
-    def __init__(self) -> None:
-        self.deferred: list[tuple[Runtime, str, EventDict, int]] = []
-
-
-_LOCAL = _Local()
-
-
-def _console(renderer: ConsoleRenderer) -> Callable[[EventDict], bytes]:
-    def render(ed: EventDict) -> bytes:
-        return (renderer(None, "", ed) + "\n").encode("utf-8", "backslashreplace")
-
-    return render
-
-
-def _colors_ok(stream: Any, settings: Settings) -> bool:
-    """Colours on a tty, unless ``NO_COLOR`` is set; ``FORCE_COLOR`` turns them on
-    anywhere, e.g. under ``less -R``."""
-    if settings.no_color:
-        return False
-    if settings.force_color:
-        return True
-    try:
-        return bool(stream.isatty())
-    except Exception:
-        return False
-
-
-def build_output(settings: Settings, rank: RankInfo, reuse: Output | None = None) -> Output:
-    """The stream and file sinks for ``settings`` (the file of ``reuse`` kept if same path).
-
-    Raises ``OSError``/``ValueError`` for a file that cannot be opened: the holder turns that
-    into a :class:`obs.ConfigError` naming the variable.
-    """
-    stream = StreamSink(settings.stream) if settings.stream != "none" else None
-    fmt = settings.format
-    if fmt == "auto":
-        try:
-            fmt = "console" if stream is not None and stream.stream().isatty() else "json"
-        except Exception:
-            fmt = "json"
-    file = None
-    if settings.file:
-        path = settings.file.format(
-            rank=rank.rank,
-            local_rank=rank.local_rank,
-            node_rank=rank.node_rank,
-            host=rank.host,
-            pid=os.getpid(),
-        )
-        if reuse is not None and reuse.file is not None and reuse.file.path == path:
-            file = reuse.file
-        else:
-            file = FileSink(path)
-    return Output(stream, file, json=fmt == "json")
 
 
 class Runtime:
@@ -195,7 +125,7 @@ class Runtime:
         self._console: Callable[[EventDict], bytes] = (
             JSONRenderer.line_bytes
             if self._output.json
-            else _console(
+            else console_line(
                 ConsoleRenderer(
                     colors=self._stream_colors(), tracebacks=settings.console_tracebacks
                 )
@@ -229,7 +159,7 @@ class Runtime:
 
     def _stream_colors(self) -> bool:
         stream = self._output.stream
-        return stream is not None and _colors_ok(stream.stream(), self.settings)
+        return stream is not None and colors_ok(stream.stream(), self.settings)
 
     @property
     def output(self) -> Output:
@@ -292,9 +222,9 @@ class Runtime:
         ``depth``: where the logger's caller sits, counted from a processor's frame up
         (processor -> process -> log -> logger method -> caller), for the callsite walk.
         """
-        local = _LOCAL
+        local = LOCAL
         if local.busy:
-            self._defer(self._entry(logger, level, event, kw, args, depth), method)
+            defer(self, self._entry(logger, level, event, kw, args, depth), method)
             return
         local.busy = True
         try:
@@ -302,7 +232,7 @@ class Runtime:
         finally:
             local.busy = False
             if local.deferred:
-                self._drain(local)
+                drain(local)
 
     def log_once(  # noqa: PLR0917 - the hot path passes positionally
         self,
@@ -317,12 +247,12 @@ class Runtime:
         scope = kw.pop("scope", "local")
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
         kw.pop("once", None)
-        local = _LOCAL
+        local = LOCAL
         if local.busy:  # re-entrant: the chain's Dedup decides later, lock-free here
             kw.update(scope=scope, once=True)
             if once_key is not None:
                 kw["once_key"] = once_key
-            self._defer(self._entry(logger, level, event, kw, args, 4), method)
+            defer(self, self._entry(logger, level, event, kw, args, 4), method)
             return
         deduper = self.deduper
         try:  # no lock is taken before admit(): a nested call here needs no deferral
@@ -368,7 +298,7 @@ class Runtime:
         finally:
             local.busy = False
             if local.deferred:
-                self._drain(local)
+                drain(local)
 
     def admit_once(
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
@@ -378,7 +308,7 @@ class Runtime:
         :data:`obs.dedup.OVERFLOW` (truthy) when admitted through the full table's overflow
         slot. Re-entrant (a signal handler inside a log call): admitted, never blocking.
         """
-        if _LOCAL.busy:
+        if LOCAL.busy:
             return True
         try:
             if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
@@ -391,7 +321,7 @@ class Runtime:
             )
         except Exception:
             return True
-        _LOCAL.busy = True
+        LOCAL.busy = True
         try:
             admitted = self.deduper.admit(key, event=str(event), level=level, logger=name)
             if admitted:
@@ -400,16 +330,16 @@ class Runtime:
                 self._emit_summaries()
             return False
         finally:
-            _LOCAL.busy = False
-            if _LOCAL.deferred:
-                self._drain(_LOCAL)
+            LOCAL.busy = False
+            if LOCAL.deferred:
+                drain(LOCAL)
 
     def process(self, method: str, event_dict: EventDict) -> None:
         """Run ``event_dict`` through the chain and write it; never raises or blocks on a
         lock this thread holds (a re-entrant call is deferred)."""
-        local = _LOCAL
+        local = LOCAL
         if local.busy:
-            self._defer(event_dict, method)
+            defer(self, event_dict, method)
             return
         local.busy = True
         try:
@@ -417,7 +347,7 @@ class Runtime:
         finally:
             local.busy = False
             if local.deferred:
-                self._drain(local)
+                drain(local)
 
     def _process(self, method: str, event_dict: EventDict) -> None:
         try:
@@ -485,48 +415,6 @@ class Runtime:
             ed["_obs_no_export"] = True
         self.process(METHOD_BY_LEVEL.get(level, "info"), ed)
 
-    # -- re-entrancy -----------------------------------------------------------------
-
-    def _defer(self, event_dict: EventDict, method: str) -> None:
-        """Keep a re-entrant call's event for the outer call to write (never blocks)."""
-        local = _LOCAL
-        deferred = local.deferred
-        if len(deferred) >= _MAX_DEFERRED:
-            self.reentrant_dropped += 1
-            self.drops_due = True  # reported after the next write (rate-limited)
-            return
-        try:
-            if "code.file.path" not in event_dict:
-                frame = AddCallsite().find_caller(1)
-                if frame is not None:
-                    event_dict["code.file.path"] = frame.f_code.co_filename
-                    event_dict["code.line.number"] = frame.f_lineno
-                    event_dict["code.function.name"] = frame.f_code.co_name
-            event_dict.setdefault("_obs_time_ns", time.time_ns())
-        except Exception:
-            event_dict.pop("code.file.path", None)
-        deferred.append((self, method, event_dict, local.gen))
-
-    @staticmethod
-    def _drain(local: _Local) -> None:
-        """Write what re-entrant calls deferred, in order. What a deferred event's writing
-        logs in turn is written too (generation 1); past that it is counted as dropped."""
-        deferred = local.deferred
-        while deferred:
-            local.busy = True
-            try:
-                while deferred:
-                    runtime, method, event_dict, gen = deferred.pop(0)
-                    if gen >= 2:
-                        runtime.reentrant_dropped += 1
-                        runtime.drops_due = True  # reported after the next write
-                        continue
-                    local.gen = gen + 1
-                    runtime._process(method, event_dict)
-            finally:
-                local.gen = 0
-                local.busy = False
-
     # -- internal events -------------------------------------------------------------
 
     def report(
@@ -575,7 +463,7 @@ class Runtime:
     def _fallback_write(self, event_dict: EventDict, exc: Exception) -> None:
         """Write ``event_dict`` without the chain, holding the re-entrancy mark: a signal
         handler that logs meanwhile is deferred, never waits on the sink's lock."""
-        local = _LOCAL
+        local = LOCAL
         if local.busy:
             self._fallback(event_dict, exc)
             return
@@ -585,7 +473,7 @@ class Runtime:
         finally:
             local.busy = False
             if local.deferred:
-                self._drain(local)
+                drain(local)
 
     def _fallback(self, event_dict: EventDict, exc: Exception) -> None:
         where = "chain"
@@ -632,7 +520,7 @@ class Runtime:
 
     def emit_summaries(self) -> None:
         """Emit ``log_repeats_suppressed`` for keys that repeated (and the capacity notice)."""
-        local = _LOCAL
+        local = LOCAL
         if local.busy:
             return  # the outer call drains them when it is done
         local.busy = True
@@ -641,7 +529,7 @@ class Runtime:
         finally:
             local.busy = False
             if local.deferred:
-                self._drain(local)
+                drain(local)
 
     def _emit_summaries(self) -> None:
         self.drops_due = False
