@@ -82,7 +82,7 @@ class ObsHandler(logging.Handler):
         except Exception:
             self.reentrant_drops += 1
 
-    def handleError(self, record: logging.LogRecord) -> None:
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's API
         """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
 
 

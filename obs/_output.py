@@ -81,9 +81,10 @@ class StreamSink:
             if stream is not self._stream:
                 with self._lock:
                     self._fd_of(stream)
-            return self._pipe
         except Exception:
             return False
+        else:
+            return self._pipe
 
     def write(self, data: bytes) -> bool:
         """Write one line (bytes, newline included); False when it could not be written."""

@@ -92,8 +92,7 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
-def cli_main(argv: list[str] | None = None) -> int:
-    """`python -m obs receive`: run a receiver until SIGINT/SIGTERM, printing each record."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m obs receive",
         description="Receive OTLP logs (gRPC and HTTP) on this machine and print one line "
@@ -108,8 +107,12 @@ def cli_main(argv: list[str] | None = None) -> int:
     only.add_argument("--http-only", action="store_true", help="serve HTTP only")
     parser.add_argument("--out", help="append every record as one JSON line to this file")
     parser.add_argument("--quiet", action="store_true", help="do not print each record")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def cli_main(argv: list[str] | None = None) -> int:
+    """`python -m obs receive`: run a receiver until SIGINT/SIGTERM, printing each record."""
+    args = _parser().parse_args(argv)
     stop = threading.Event()
     previous: dict[int, Any] = {}
 
@@ -120,7 +123,6 @@ def cli_main(argv: list[str] | None = None) -> int:
         # Outside the main thread signal() raises: the caller must then stop us another way.
         with contextlib.suppress(ValueError):
             previous[signum] = signal.signal(signum, on_signal)
-
     receiver = OTLPReceiver(
         args.host, args.grpc_port, args.port, grpc=not args.http_only, http=not args.grpc_only
     )
@@ -136,18 +138,28 @@ def cli_main(argv: list[str] | None = None) -> int:
             "(--port / --grpc-port, 0 = any free one)\n"
         )
         return 1
-    out: IO[str] | None = None
-    seen = 0
     try:
-        out = open(args.out, "a", encoding="utf-8") if args.out else None  # noqa: SIM115
-        where = []
-        if not args.http_only:
-            where.append(f"grpc {receiver.grpc_endpoint}")
-        if not args.grpc_only:
-            where.append(f"http {receiver.http_logs_url}")
-        print(
-            f"OTLP receiver listening: {' '.join(where)} (Ctrl-C to stop)",
-            flush=True,
+        _serve(receiver, args, stop)
+    finally:
+        receiver.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _print_totals(receiver)
+    return 0
+
+
+def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Event) -> None:
+    """Print (and save) what arrives until ``stop`` is set, then drain once more."""
+    where = []
+    if not args.http_only:
+        where.append(f"grpc {receiver.grpc_endpoint}")
+    if not args.grpc_only:
+        where.append(f"http {receiver.http_logs_url}")
+    print(f"OTLP receiver listening: {' '.join(where)} (Ctrl-C to stop)", flush=True)
+    seen = 0
+    with contextlib.ExitStack() as stack:
+        out: IO[str] | None = (
+            stack.enter_context(open(args.out, "a", encoding="utf-8")) if args.out else None
         )
         while True:
             done = stop.is_set()  # read first: one more drain after the signal
@@ -161,14 +173,10 @@ def cli_main(argv: list[str] | None = None) -> int:
             if out is not None and new:
                 out.flush()
             if done:
-                break
-    finally:
-        receiver.stop()
-        if out is not None:
-            out.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+                return
 
+
+def _print_totals(receiver: OTLPReceiver) -> None:
     counts = Counter(event_of(r) or "<no event>" for r in receiver.records)
     requests = receiver.requests
     print(
@@ -179,4 +187,3 @@ def cli_main(argv: list[str] | None = None) -> int:
     for name, n in counts.most_common():
         print(f"  {n:6d}  {name}", flush=True)
     sys.stdout.flush()
-    return 0

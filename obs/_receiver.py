@@ -64,7 +64,7 @@ class _LogsServicer(logs_service_pb2_grpc.LogsServiceServicer):
     def __init__(self, receiver: OTLPReceiver) -> None:
         self._receiver = receiver
 
-    def Export(
+    def Export(  # noqa: N802 - the generated gRPC servicer's name
         self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         """Store the records, or abort with the injected gRPC status."""
@@ -118,7 +118,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
     # answering instead of serving a client's pooled keep-alive connection.
     protocol_version = "HTTP/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's
         """Stay quiet: the stdlib would print every request to stderr."""
 
     def do_GET(self) -> None:
@@ -268,7 +268,7 @@ class OTLPReceiver:
         self.stop()
         return self.start()
 
-    def __enter__(self) -> OTLPReceiver:
+    def __enter__(self) -> OTLPReceiver:  # noqa: PYI034 - start() returns this receiver
         return self.start()
 
     def __exit__(

@@ -157,20 +157,7 @@ class EventRegistry:
             raise ValueError(f"{cls.__name__}.name must be a snake_case str, got {name!r}")
         if cls.stage is not None and cls.stage not in STAGES:
             raise ValueError(f"{cls.__name__}.stage {cls.stage!r} is not one of {STAGES}")
-        specs = field_specs(cls)
-        clash = sorted({s.name for s in specs} & _RESERVED)
-        if clash:
-            raise ValueError(f"{cls.__name__} fields reuse record/control keys: {clash}")
-        if cls.message is not None:
-            names = {s.name for s in specs}
-            used = {f for _, f, _, _ in string.Formatter().parse(cls.message) if f}
-            missing = sorted(used - names)
-            if missing:
-                raise ValueError(f"{cls.__name__}.message names unknown fields {missing}")
-        if cls.identity is not None:
-            unknown = sorted(set(cls.identity) - {s.name for s in specs})
-            if unknown:
-                raise ValueError(f"{cls.__name__}.identity names unknown fields {unknown}")
+        _check_fields(cls)
         with self._lock:
             known = self._events.get(name)
             if known is not None and known is not cls:
@@ -215,6 +202,23 @@ class EventRegistry:
         return field_specs(self[name])
 
 
+def _check_fields(cls: type[Event]) -> None:
+    """Raise ValueError for a field that reuses a record key, or a message template or an
+    identity naming a field that does not exist."""
+    names = {s.name for s in field_specs(cls)}
+    clash = sorted(names & _RESERVED)
+    if clash:
+        raise ValueError(f"{cls.__name__} fields reuse record/control keys: {clash}")
+    if cls.message is not None:
+        used = {f for _, f, _, _ in string.Formatter().parse(cls.message) if f}
+        missing = sorted(used - names)
+        if missing:
+            raise ValueError(f"{cls.__name__}.message names unknown fields {missing}")
+    unknown = sorted(set(cls.identity or ()) - names)
+    if unknown:
+        raise ValueError(f"{cls.__name__}.identity names unknown fields {unknown}")
+
+
 def field_specs(cls: type[Event]) -> tuple[FieldSpec, ...]:
     hints = typing.get_type_hints(cls)
     specs = []
@@ -230,7 +234,7 @@ def _is_union(tp: Any) -> bool:
     return origin is typing.Union or origin is types.UnionType
 
 
-def _json_type(tp: Any) -> dict[str, Any]:
+def _json_type(tp: Any) -> dict[str, Any]:  # noqa: PLR0911 - one return per JSON type
     """The JSON Schema of a field annotation (tuples and lists are arrays)."""
     if tp is Any:
         return {}

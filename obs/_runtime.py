@@ -234,7 +234,7 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def log_once(  # noqa: PLR0917 - the hot path passes positionally
+    def log_once(  # noqa: PLR0917, C901, PLR0912 - the *_once hot path, inlined on purpose
         self,
         logger: BoundLogger,
         level: int,

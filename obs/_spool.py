@@ -95,7 +95,7 @@ def open_spool_dir(directory: str) -> int:
     return fd
 
 
-def _unsafe(st: os.stat_result, *, dir_mode: bool) -> str:
+def _unsafe(st: os.stat_result, *, dir_mode: bool) -> str:  # noqa: PLR0911 - a reason per check
     """Why a directory / spool file must not be used ("" when it may)."""
     if st.st_uid != os.getuid():
         return f"is owned by uid {st.st_uid}, not {os.getuid()}"
@@ -397,7 +397,7 @@ class Spool:
             os.close(fd)
         return True
 
-    def _replay_file(
+    def _replay_file(  # noqa: C901 - one locked pass over one file, each step guarded
         self,
         export: Callable[[list[dict[str, Any]]], bool],
         batch_size: int,

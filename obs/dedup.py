@@ -66,7 +66,7 @@ def _long(text: str) -> tuple[str, int, str, int]:
     return ("long", len(text), text[:256], hash(text))
 
 
-def make_key(
+def make_key(  # noqa: C901, PLR0911 - the hot path: a fast return per common shape
     logger: str,
     level: int,
     event: str,

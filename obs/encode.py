@@ -360,7 +360,7 @@ class _Walk:
         self.seen: set[int] = set()
         self.budget = MAX_WALK
 
-    def value(self, obj: object, depth: int) -> Any:
+    def value(self, obj: object, depth: int) -> Any:  # noqa: C901, PLR0911, PLR0912 - one dispatch per type, hot
         self.budget -= 1
         cls = type(obj)
         if cls is str:
@@ -603,7 +603,9 @@ class Redactor:
             return any(p in low for p in self._extra)
         return False
 
-    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    def __call__(  # noqa: C901 - the redaction hot path: the fast check first, inlined
+        self, logger: WrappedLogger, method_name: str, event_dict: EventDict
+    ) -> EventDict:
         exc = event_dict.pop("exc_info", None)
         if exc is not None and exc is not False:
             fields = format_exception(exc)

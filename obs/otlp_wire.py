@@ -49,7 +49,7 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def _any_value(value: Any) -> bytes:
+def _any_value(value: Any) -> bytes:  # noqa: PLR0911 - one return per AnyValue kind
     """An ``AnyValue`` message body; the oneof is always written, as the SDK sets it.
 
     Type order as the SDK's ``_encode_value``; strings are strict UTF-8 (a lone surrogate
@@ -125,7 +125,7 @@ class Encoder:
             out.append(encoded)
         return out
 
-    def record(self, readable: ReadableLogRecord) -> bytes:
+    def record(self, readable: ReadableLogRecord) -> bytes:  # noqa: C901 - one field per branch, hot
         """One ``LogRecord`` message body."""
         lr = readable.log_record
         parts: list[bytes] = []

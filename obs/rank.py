@@ -238,7 +238,7 @@ def _mark_stale(ref: weakref.ref[RankResolver]) -> None:
         resolver._stale = True
 
 
-class add_rank_info:
+class add_rank_info:  # noqa: N801 - a processor, named like structlog's add_log_level
     """Processor: add ``rank``, ``local_rank``, ``world_size``, ``node_rank``, ``host.name``."""
 
     __slots__ = ("_resolver",)

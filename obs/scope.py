@@ -27,7 +27,7 @@ EXPECTED = "global, local, process, a rank (int >= 0) or a collection of ranks"
 _MAX_RANKS = 1 << 16  # members checked in an explicit collection
 
 
-def scope_problem(scope: object) -> str | None:
+def scope_problem(scope: object) -> str | None:  # noqa: PLR0911 - a reason per kind of scope
     """Why ``scope`` is not a valid scope, or None when it is. Never raises."""
     if scope is None:
         return None
@@ -52,7 +52,7 @@ def scope_problem(scope: object) -> str | None:
     return None
 
 
-def scope_allows(scope: object, info: RankInfo) -> bool:
+def scope_allows(scope: object, info: RankInfo) -> bool:  # noqa: PLR0911 - hot, fail-open returns
     """True when ``scope`` lets this rank log. Invalid or broken scopes fail open (log).
 
     Never calls a scope object's own ``__eq__`` for the named scopes, so a scope with a

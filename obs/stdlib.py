@@ -80,7 +80,7 @@ class Handler(logging.Handler):
         with contextlib.suppress(Exception):
             log_record(STATE, record)
 
-    def handleError(self, record: logging.LogRecord) -> None:
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's API
         """Never print stdlib's 'Logging error' tracebacks: the runtime reports failures."""
 
 
@@ -171,4 +171,4 @@ def init_logger(name: str) -> VllmLogger:
     logger = logging.getLogger(name)
     for method_name, method in _ONCE_METHODS.items():
         setattr(logger, method_name, MethodType(method, logger))
-    return cast(VllmLogger, logger)
+    return cast("VllmLogger", logger)

@@ -502,7 +502,7 @@ class TestCollectorConfig:
         resource-context group after it (deleting in the same log group left every record
         after the first in a batch without the id)."""
         text = (ROOT / "docs" / "OPERATIONS.md").read_text()
-        blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+        blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
         recipe = next(b for b in blocks if "transform/instance-id-to-log" in b)
         groups = yaml.safe_load(recipe)["processors"]["transform/instance-id-to-log"][
             "log_statements"

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from obs._own_events import ObsInternalError, ObsRecordsDropped
 from obs._registry import Event
@@ -57,6 +58,25 @@ class Counters:
         for table in (self.dropped, self.pending_drops):
             per_level = table.setdefault(reason, {})
             per_level[name] = per_level.get(name, 0) + n
+
+    def snapshot(self, *, queued: int) -> dict[str, Any]:
+        """Delivery counters: queued, enqueued, exported, dropped per level (and per
+        reason), spooled, replayed, failed exports, corrupt spool lines."""
+        per_level: dict[str, int] = {}
+        for table in self.dropped.values():
+            for name, n in table.items():
+                per_level[name] = per_level.get(name, 0) + n
+        return {
+            "queued": queued,
+            "enqueued": self.enqueued,
+            "exported": self.exported,
+            "dropped": per_level,
+            "dropped_by_reason": {reason: dict(t) for reason, t in self.dropped.items()},
+            "spooled": self.spooled,
+            "replayed": self.replayed,
+            "failed_exports": self.failed_exports,
+            "spool_corrupt": self.spool_corrupt,
+        }
 
     def dropped_total(self) -> int:
         return sum(n for per_level in self.dropped.values() for n in per_level.values())

@@ -16,7 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import ReadableLogRecord
 
 from obs._export_queue import SeverityQueue
-from obs._spool import Spool
+from obs._spool import ReplayResult, Spool
 from obs.encode import scrub_text
 from obs.levels import CLASS_NAMES, WARNING_CLASS
 from obs.otel.accounting import Accounting, Report
@@ -33,6 +33,10 @@ _MAX_BACKOFF = 5.0
 _PROBE_TIMEOUT = 1.0  # one export attempt at shutdown when the collector was just down
 _REPLAY_CHECK_INTERVAL = 1.0
 _DISPOSE_CHUNK = 256  # records spooled per step at shutdown (what shutdown can take over)
+#: What the thread does next: (kind, the batch it took, the request timeout).
+Action = tuple[str, list[tuple[int, Captured]], float]
+_EXIT: Action = ("exit", [], 0.0)
+_REPORT: Action = ("report", [], 0.0)
 
 
 class ExportWorker:
@@ -317,76 +321,86 @@ class ExportWorker:
         self._export_batch(action[1], action[2])
         return True
 
-    def _next_action_locked(self) -> tuple[str, list[tuple[int, Captured]], float]:
-        """Wait for work; decide what to do next (called with the lock held)."""
-        nothing: list[tuple[int, Captured]] = []
+    def _next_action_locked(self) -> Action:
+        """Wait for work; decide what to do next (called with the lock held): the state's
+        phase picks the rules, each a function of the state and the queue."""
         settings = self._settings
         delay = settings.blrp_schedule_delay_ms / 1000.0
         request_timeout = min(settings.otlp_timeout, settings.blrp_export_timeout_ms / 1000.0)
         while True:
             if self._abandoned:
-                return "exit", nothing, 0.0
+                return _EXIT
             now = time.monotonic()
-            queue = self._queue
             if self._closing:
-                remaining = self._deadline - now
-                if not queue:
-                    if not self._final_reported and self._acct.counters.pending_drops:
-                        self._final_reported = True
-                        return "report", nothing, 0.0
-                    if (
-                        not self._closing_replayed
-                        and not self._give_up
-                        and remaining > self._reserve + 0.05
-                        and self._spool.pending()
-                    ):  # replay what we can within the budget (one probe if it was down)
-                        self._closing_replayed = True
-                        self._replay_busy = True
-                        timeout = min(request_timeout, remaining - self._reserve)
-                        if self._down:
-                            timeout = min(timeout, _PROBE_TIMEOUT)
-                        return "replay", nothing, timeout
-                    return "exit", nothing, 0.0
-                if self._give_up or remaining <= self._reserve:
-                    chunk, _ = queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
-                    self._inflight = chunk
-                    self._disposing = True
-                    return "dispose", chunk, 0.0
-                timeout = min(request_timeout, remaining - self._reserve)
-                if self._down:
-                    timeout = min(timeout, _PROBE_TIMEOUT)
-                return self._take_locked(timeout)
-            # a force_flush is waiting (and its deadline has not passed): try now
-            flushing = self._state.phase is Phase.FLUSHING and self._flush_deadline > now
-            if queue:
-                if flushing and self._flush_pending_locked():
-                    return self._take_locked(
-                        min(request_timeout, max(self._flush_deadline - now, 0.05))
-                    )
-                if now >= self._backoff_until and (
-                    len(queue) >= self._batch_size or now >= self._next_due
-                ):
-                    self._next_due = now + delay
-                    return self._take_locked(request_timeout)
-            retry = self._replay_retry_at
-            if retry and now >= retry and now >= self._backoff_until and not queue:
-                self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
-                self._replay_due = True
-            if self._replay_due and (flushing or now >= self._backoff_until):
-                self._replay_due = False
-                self._replay_busy = True
-                timeout = request_timeout
-                if flushing:
-                    timeout = min(timeout, max(self._flush_deadline - now, 0.05))
-                return "replay", nothing, timeout
-            if self._acct.drops_due(now):
-                return "report", nothing, 0.0
+                return self._closing_action_locked(now, request_timeout)
+            action = self._open_action_locked(now, request_timeout, delay)
+            if action is not None:
+                return action
+            queue, retry = self._queue, self._replay_retry_at
             wake = max(self._backoff_until, self._next_due) - now if queue else delay
             if retry and not queue:
                 wake = min(wake, max(retry, self._backoff_until) - now)
             self._cond.wait(max(min(wake, delay), 0.005))
 
-    def _take_locked(self, timeout: float) -> tuple[str, list[tuple[int, Captured]], float]:
+    def _closing_action_locked(self, now: float, request_timeout: float) -> Action:
+        """Closing: export against the deadline (less a reserve for spooling), one probe if
+        the collector was down; past the reserve, or with the collector gone, spool in
+        chunks shutdown can see; then the last drop report and one replay, then exit."""
+        remaining = self._deadline - now
+        timeout = min(request_timeout, remaining - self._reserve)
+        if self._down:
+            timeout = min(timeout, _PROBE_TIMEOUT)
+        if self._queue:
+            if self._give_up or remaining <= self._reserve:
+                chunk, _ = self._queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
+                self._inflight = chunk
+                self._disposing = True
+                return "dispose", chunk, 0.0
+            return self._take_locked(timeout)
+        if not self._final_reported and self._acct.counters.pending_drops:
+            self._final_reported = True
+            return _REPORT
+        if (
+            not self._closing_replayed
+            and not self._give_up
+            and remaining > self._reserve + 0.05
+            and self._spool.pending()
+        ):  # replay what we can within the budget (one probe if it was down)
+            self._closing_replayed = True
+            self._replay_busy = True
+            return "replay", [], timeout
+        return _EXIT
+
+    def _open_action_locked(
+        self, now: float, request_timeout: float, delay: float
+    ) -> Action | None:
+        """Running or flushing: a batch when one is due (a flush's first, and at once), a
+        replay when due and not backing off, a drop report when due; None: wait."""
+        queue = self._queue
+        # a force_flush is waiting (and its deadline has not passed): try now
+        flushing = self._state.phase is Phase.FLUSHING and self._flush_deadline > now
+        flush_timeout = min(request_timeout, max(self._flush_deadline - now, 0.05))
+        if queue:
+            if flushing and self._flush_pending_locked():
+                return self._take_locked(flush_timeout)
+            if now >= self._backoff_until and (
+                len(queue) >= self._batch_size or now >= self._next_due
+            ):
+                self._next_due = now + delay
+                return self._take_locked(request_timeout)
+        retry = self._replay_retry_at
+        if retry and now >= retry and now >= self._backoff_until and not queue:
+            self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
+            self._replay_due = True
+        if self._replay_due and (flushing or now >= self._backoff_until):
+            self._replay_due = False
+            self._replay_busy = True
+            return "replay", [], flush_timeout if flushing else request_timeout
+        if self._acct.drops_due(now):
+            return _REPORT
+        return None
+
+    def _take_locked(self, timeout: float) -> Action:
         batch, _ = self._queue.take(self._batch_size)
         self._inflight = batch
         return "export", batch, timeout
@@ -456,61 +470,67 @@ class ExportWorker:
     def _replay(self, timeout: float) -> None:
         """Replay the spool through the transport (another process may hold the lock)."""
 
-        def export(docs: list[dict[str, Any]]) -> bool:
-            records = []
-            for doc in docs:
-                try:
-                    cls = doc.get("cls")
-                    cls = cls if type(cls) is int and 0 <= cls < len(CLASS_NAMES) else 3
-                    records.append((cls, self._builder.from_spool(doc)))
-                except Exception:
-                    with self._lock:
-                        self._acct.counters.spool_corrupt += 1
-            ok = not self._delivery.deliver(records, timeout)[1]
-            if ok:
-                with self._cond:  # the collector is back: log straight to it again
-                    self._signal(Signal.EXPORT_OK)
-                    self._backoff = self._backoff_until = 0.0
-            if not ok:
-                with self._cond:
-                    self._acct.counters.failed_exports += 1
-                    self._enter_backoff_locked(time.monotonic())
-            return ok
-
         def should_stop() -> bool:
             if self._closing:
                 return self._give_up or time.monotonic() >= self._deadline - self._reserve
             return self._abandoned or len(self._queue) >= self._batch_size
 
         try:
-            result = self._spool.replay(export, self._batch_size, should_stop)
+            result = self._spool.replay(
+                lambda docs: self._replay_batch(docs, timeout), self._batch_size, should_stop
+            )
         except Exception as exc:
             self._acct.note("otel_replay", exc)
             result = None
         with self._cond:
             self._replay_busy = False
             if result is not None:
-                self._acct.counters.replayed += result.replayed
-                self._acct.counters.spool_corrupt += result.corrupt
-                if result.refused:
-                    self._acct.notes.append(
-                        (
-                            "otel_spool",
-                            "SpoolFileRefused",
-                            scrub_text(
-                                f"{result.refused} spool file(s) in {self._spool.directory} "
-                                "not owned by this uid or accessible to others were set "
-                                "aside (refused.*) and not replayed"
-                            ),
-                        )
-                    )
-                if not result.failed and not result.skipped and self._spool.pending():
-                    self._replay_due = True  # stopped early to serve the queue
-                if result.failed or result.skipped:  # try again on the backoff schedule
-                    self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+                self._replayed_locked(result)
             elif not self._closing:
                 self._replay_retry_at = time.monotonic() + _MAX_BACKOFF
             self._cond.notify_all()
+
+    def _replay_batch(self, docs: list[dict[str, Any]], timeout: float) -> bool:
+        """Deliver one batch of spool lines; the outcome moves the collector's state."""
+        records = []
+        for doc in docs:
+            try:
+                cls = doc.get("cls")
+                cls = cls if type(cls) is int and 0 <= cls < len(CLASS_NAMES) else 3
+                records.append((cls, self._builder.from_spool(doc)))
+            except Exception:
+                with self._lock:
+                    self._acct.counters.spool_corrupt += 1
+        ok = not self._delivery.deliver(records, timeout)[1]
+        with self._cond:
+            if ok:  # the collector is back: log straight to it again
+                self._signal(Signal.EXPORT_OK)
+                self._backoff = self._backoff_until = 0.0
+            else:
+                self._acct.counters.failed_exports += 1
+                self._enter_backoff_locked(time.monotonic())
+        return ok
+
+    def _replayed_locked(self, result: ReplayResult) -> None:
+        """Count a finished replay and schedule the next one (soon, or on the backoff)."""
+        self._acct.counters.replayed += result.replayed
+        self._acct.counters.spool_corrupt += result.corrupt
+        if result.refused:
+            self._acct.notes.append(
+                (
+                    "otel_spool",
+                    "SpoolFileRefused",
+                    scrub_text(
+                        f"{result.refused} spool file(s) in {self._spool.directory} "
+                        "not owned by this uid or accessible to others were set "
+                        "aside (refused.*) and not replayed"
+                    ),
+                )
+            )
+        if not result.failed and not result.skipped and self._spool.pending():
+            self._replay_due = True  # stopped early to serve the queue
+        if result.failed or result.skipped:  # try again on the backoff schedule
+            self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
 
     # -- reports -------------------------------------------------------------------------
 
@@ -540,10 +560,11 @@ class ExportWorker:
                 ok = failures == self._acct.counters.failed_exports
             if self.mode == "provider" and self._transport is not None:
                 self._transport.close(max(deadline - time.monotonic(), 0.0))
-            return ok
         except Exception as exc:
             self._acct.note("otel_flush", exc)
             return False
+        else:
+            return ok
 
     def _wait_flushed(self, deadline: float) -> bool:
         """Wait until everything queued now is handled; False at the deadline."""
@@ -622,11 +643,12 @@ class ExportWorker:
             self._acct.send(force=True)  # what shutdown counted: to the console and spool
             if self._shutdown_ok and before[0] != after[0]:  # spooled, but replayed since?
                 self._shutdown_ok = not self._spool.pending()
-            return self._shutdown_ok
         except Exception as exc:
             self._acct.note("otel_shutdown", exc)
             self._signal(Signal.CLOSE)
             return False
+        else:
+            return self._shutdown_ok
 
     def _wait_for(self, thread: threading.Thread | None, deadline: float) -> bool:
         """Join the export thread by the deadline, interrupting then abandoning a stuck
@@ -659,22 +681,6 @@ class ExportWorker:
         return False
 
     def stats(self) -> dict[str, Any]:
-        """Delivery counters: queued, enqueued, exported, dropped per level (and per
-        reason), spooled, replayed, failed exports, corrupt spool lines."""
+        """Delivery counters (see :meth:`~obs.otel.accounting.Counters.snapshot`)."""
         with self._lock:
-            c = self._acct.counters
-            per_level: dict[str, int] = {}
-            for table in c.dropped.values():
-                for name, n in table.items():
-                    per_level[name] = per_level.get(name, 0) + n
-            return {
-                "queued": len(self._queue),
-                "enqueued": c.enqueued,
-                "exported": c.exported,
-                "dropped": per_level,
-                "dropped_by_reason": {reason: dict(t) for reason, t in c.dropped.items()},
-                "spooled": c.spooled,
-                "replayed": c.replayed,
-                "failed_exports": c.failed_exports,
-                "spool_corrupt": c.spool_corrupt,
-            }
+            return self._acct.counters.snapshot(queued=len(self._queue))
