@@ -13,7 +13,7 @@ is done; what a deferred event logs in turn is deferred once more, and past that
 
 from __future__ import annotations
 
-__all__ = ["CONTROL_KEYS", "Runtime", "build_output", "enumerate_args"]
+__all__ = ["CONTROL_KEYS", "Runtime", "build_output"]
 
 import logging
 import math
@@ -41,7 +41,7 @@ from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
-from obs.dedup import OVERFLOW, Dedup, Deduper, make_key
+from obs.dedup import NOT_PLAIN, OVERFLOW, Dedup, Deduper, OnceCache, make_key
 from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
 from obs.levels import METHOD_BY_LEVEL, NAME_BY_LEVEL, level_name, severity_number
 from obs.rank import RankResolver, add_rank_info
@@ -85,6 +85,7 @@ class Runtime:
         "drops_due",
         "export_level",
         "level",
+        "once_cache",
         "policy",
         "processors",
         "reentrant_dropped",
@@ -111,6 +112,8 @@ class Runtime:
         self.policy = policy
         self.resolver = RankResolver()
         self.deduper = deduper or Deduper(settings.dedup_capacity, settings.repeat_summary_seconds)
+        #: Suppressed ``*_once`` repeats of plain calls, for the cost of a dict lookup.
+        self.once_cache = OnceCache(self.deduper, self.resolver)
         self.captures: list[list[dict[str, Any]]] = []
         self._reported: set[tuple[str, str]] = set()
         self.unreported_errors = 0
@@ -234,7 +237,7 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def log_once(  # noqa: PLR0917, C901, PLR0912 - the *_once hot path, inlined on purpose
+    def log_once(  # noqa: PLR0917, C901, PLR0911, PLR0912, PLR0915 - the *_once hot path, inlined
         self,
         logger: BoundLogger,
         level: int,
@@ -244,6 +247,13 @@ class Runtime:
         args: tuple[Any, ...] = (),
     ) -> None:
         """``*_once``: scope then dedup decided before any dict is built (the repeat path)."""
+        cache = self.once_cache
+        plain = cache.enabled and not args and not logger._context and type(event) is str
+        if plain and cache.repeat(logger._name, level, event, kw):
+            if self.deduper.summary_due:
+                self.emit_summaries()
+            return
+        plain = plain and NOT_PLAIN.isdisjoint(kw)
         scope = kw.pop("scope", "local")
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
         kw.pop("once", None)
@@ -272,6 +282,8 @@ class Runtime:
             if args:  # the formatted body keys the call, as vLLM's (msg, *args)
                 fields = {**fields, "body": format_body(event, args)}
             key = make_key(name, level, event, fields, once_key)
+            if plain:
+                cache.remember(name, level, event, kw, key)
             if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat: lock-free
                 if deduper.summary_due:
                     self.emit_summaries()
@@ -300,7 +312,7 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def admit_once(
+    def admit_once(  # noqa: C901, PLR0911 - the drop-in *_once hot path, inlined
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
     ) -> bool | Literal["overflow"]:
         """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup.
@@ -310,15 +322,27 @@ class Runtime:
         """
         if LOCAL.busy:
             return True
+        cache = self.once_cache
+        plain = cache.enabled and type(event) is str and type(scope) is str and scope == "local"
         try:
+            if plain and cache.repeat(name, level, event, args):
+                if self.deduper.summary_due:
+                    self.emit_summaries()
+                return False
             if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
                 return False
             key = make_key(
                 name,
                 level,
                 event if isinstance(event, str) else safe_repr(event, 200),
-                dict(enumerate_args(args)),
+                {str(i): a for i, a in enumerate(args)},  # vLLM's *args as fields 0, 1, ...
             )
+            if plain:
+                cache.remember(name, level, event, args, key)
+            if self.deduper.lockfree and self.deduper.repeat(key):  # lock-free repeat
+                if self.deduper.summary_due:
+                    self.emit_summaries()
+                return False
         except Exception:
             return True
         LOCAL.busy = True
@@ -600,6 +624,7 @@ class Runtime:
         ok = True
         sink, self.sink = self.sink, None
         self.closed = True
+        self.once_cache.clear()
         if sink is not None:
             try:
                 ok = bool(sink.shutdown(self._budget(timeout)))
@@ -665,8 +690,3 @@ def _stats_of(sink: Any) -> dict[str, Any] | None:
     except Exception:
         return None
     return stats if isinstance(stats, dict) else None
-
-
-def enumerate_args(args: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    """vLLM's positional ``*args`` as key fields ``0``, ``1``, ..."""
-    return [(str(i), a) for i, a in enumerate(args)]

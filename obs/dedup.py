@@ -18,7 +18,7 @@ exception passed as a field does not keep its frames alive.
 
 from __future__ import annotations
 
-__all__ = ["OVERFLOW", "Dedup", "Deduper", "key_text", "make_key"]
+__all__ = ["NOT_PLAIN", "OVERFLOW", "Dedup", "Deduper", "OnceCache", "key_text", "make_key"]
 
 import itertools
 import math
@@ -26,13 +26,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from structlog import DropEvent
 from structlog.typing import EventDict, WrappedLogger
 
-from obs._fields import NOT_KEYED
+from obs._fields import CALL_KEYWORDS, NOT_KEYED
 from obs.encode import REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
+
+if TYPE_CHECKING:
+    from obs.rank import RankInfo, RankResolver
 
 Key = tuple[Any, ...]
 OVERFLOW_KEY = "<overflow>"
@@ -410,3 +413,91 @@ class Dedup:
         if self._on_bad_argument is not None:
             self._on_bad_argument(name, value)
         return None
+
+
+# -- the *_once fast path ----------------------------------------------------------------
+# A suppressed ``*_once`` repeat for the cost of a dict lookup.
+#
+# The full path decides the scope, builds the dedup key and looks it up. For a plain call
+# (no positional args on a structlog-style logger, no bound context, no control keyword: no
+# ``scope``, ``stage``, ``once_key``, ``body``), the :class:`OnceCache` remembers the last few
+# exact argument snapshots per ``(logger, level, event)`` with the key they made, so a repeat
+# only compares the arguments and counts the deduper's own entry: counts stay exact and
+# shared with the full path. Values match only when their types match too (1, 1.0 and True
+# never stand for each other; a str Enum is not its text). The cache is bounded, is dropped
+# when the rank info changes (a scope decided for rank 0 is not rank 3's), after fork (the
+# rank info is recomputed) and at shutdown, and is off without a GIL.
+
+#: Keywords that change how a call is scoped or keyed: such calls take the full path.
+NOT_PLAIN = frozenset(CALL_KEYWORDS) | {"stage", "body"}
+#: Exact value types a snapshot may hold (their == is exact once the types match).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_MAX_KEYS = 4096
+_PER_EVENT = 4
+
+Snapshot = tuple[Any, tuple[type, ...], "_Entry"]
+
+
+class OnceCache:
+    """Per runtime: (logger, level, event) -> the last few (arguments, their types, key)."""
+
+    __slots__ = ("_deduper", "_info", "_resolver", "_table", "enabled")
+
+    def __init__(self, deduper: Deduper, resolver: RankResolver) -> None:
+        self._deduper = deduper
+        self._resolver = resolver
+        self._table: dict[tuple[str, int, object], list[Snapshot]] = {}
+        self._info: RankInfo | None = None
+        #: Off without a GIL: the deduper's lock-free count is what makes a hit cheap.
+        self.enabled = deduper.lockfree
+
+    def repeat(self, name: str, level: int, event: object, args: Any) -> bool:
+        """True (and counted) when this exact call is a remembered repeat."""
+        slots = self._table.get((name, level, event))
+        if slots is None:
+            return False
+        if self._resolver.current() is not self._info:
+            self._table.clear()  # the rank changed: scopes must be decided again
+            return False
+        for snap, snap_types, entry in slots:
+            if snap == args and snap_types == tuple(
+                map(type, args.values() if type(args) is dict else args)
+            ):
+                deduper = self._deduper
+                now = deduper._clock()
+                next(entry.fast)  # the deduper's own lock-free count: exact and shared
+                entry.last_seen = now
+                if now >= deduper._next_summary:
+                    deduper.summary_due = True
+                return True
+        return False
+
+    def remember(self, name: str, level: int, event: object, args: Any, key: Key) -> None:
+        """Keep this call's arguments with the deduper's entry for ``key`` (only plain
+        calls whose key is retained; a few per event)."""
+        entry = self._deduper._entries.get(key)
+        if entry is None:
+            return
+        values = args.values() if type(args) is dict else args
+        types = tuple(map(type, values))
+        if not _PLAIN.issuperset(types) or (type(args) is dict and not NOT_PLAIN.isdisjoint(args)):
+            return
+        if any(v != v for v in values):  # noqa: PLR0124 - NaN never equals itself: no match
+            return
+        table = self._table
+        info = self._resolver.current()
+        if info is not self._info:
+            table.clear()
+            self._info = info
+        if len(table) >= _MAX_KEYS and (name, level, event) not in table:
+            return
+        slots = table.setdefault((name, level, event), [])
+        if len(slots) >= _PER_EVENT:
+            del slots[0]
+        snap = dict(args) if type(args) is dict else tuple(args)
+        slots.append((snap, types, entry))
+
+    def clear(self) -> None:
+        """Forget everything (shutdown)."""
+        self._table.clear()
+        self._info = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import enum
 import gc
 import threading
 import weakref
@@ -10,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog import DropEvent
 
 import obs
@@ -30,6 +33,10 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class Color(str, enum.Enum):
+    X = "x"
 
 
 def iso(ts: float) -> str:
@@ -604,3 +611,155 @@ class TestThreads:
             events[1]["original_event"],
             events[1]["severity_text"],
         )
+
+
+class TestOnceCache:
+    """The *_once fast path: a suppressed repeat of a plain call skips the full path, and
+    never changes what is emitted or counted."""
+
+    @staticmethod
+    def _run(calls: Callable[[Any], None]) -> list[dict[str, Any]]:
+        obs.configure(stream="none", repeat_summary_seconds=0)
+        try:
+            with obs.testing.capture_events() as events:
+                calls(obs.get_logger("oc"))
+                obs.flush()
+        finally:
+            obs.testing.reset()
+        return events
+
+    def test_repeats_hit_the_cache_and_count_exactly(self) -> None:
+        """After the first repeat the cache serves the rest; the summary counts them all."""
+        hits: list[bool] = []
+
+        def calls(log: Any) -> None:
+            for _ in range(50):
+                log.warning_once("cached_event", flag="x", n=3)
+            runtime = STATE.runtime
+            assert runtime is not None
+            hits.append(runtime.once_cache.repeat("oc", 30, "cached_event", {"flag": "x", "n": 3}))
+
+        events = self._run(calls)
+        summary = [e for e in events if e["event"] == "log_repeats_suppressed"]
+        assert [True] == hits
+        assert ([1], 50) == (
+            [1 for e in events if e["event"] == "cached_event"],
+            summary[0]["suppressed_count"],  # 49 repeats + the probe's own hit
+        )
+
+    @given(st.sampled_from([(1, True, 1.0), ("x", Color.X, "x"), (0, False, 0.0)]))
+    @settings(max_examples=10, deadline=None)
+    def test_equal_values_of_other_types_never_match(self, values: tuple[Any, ...]) -> None:
+        """1, True and 1.0 (and a str Enum and its text) are different calls: each emits."""
+
+        def calls(log: Any) -> None:
+            for _ in range(3):
+                for v in values:
+                    log.warning_once("typed_event", v=v)
+
+        events = self._run(calls)
+        kinds = [type(e["v"]) for e in events if e["event"] == "typed_event"]
+        assert len(set(map(type, values))) == len(kinds)
+
+    def test_threads_count_every_repeat(self) -> None:
+        """8 threads x 500 repeats through the cache: one emit, 3,999 suppressed."""
+
+        def calls(log: Any) -> None:
+            log.warning_once("threaded_event", k="v")
+
+            def worker() -> None:
+                for _ in range(500):
+                    log.warning_once("threaded_event", k="v")
+
+            threads = [threading.Thread(target=worker) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        events = self._run(calls)
+        summary = [e for e in events if e["event"] == "log_repeats_suppressed"]
+        assert (1, 4000) == (
+            sum(e["event"] == "threaded_event" for e in events),
+            sum(e["suppressed_count"] for e in summary),
+        )
+
+    def test_rank_change_drops_the_cache(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """When the rank info changes (a rank other than local rank 0 now), cached entries
+        are not used: the default 'local' scope hides the call, as on the full path."""
+        obs.configure(stream="none", repeat_summary_seconds=0)
+        try:
+            runtime = STATE.runtime
+            assert runtime is not None
+            log = obs.get_logger("oc")
+            log.warning_once("ranked_event", a=1)
+            log.warning_once("ranked_event", a=1)
+            assert runtime.once_cache.repeat("oc", 30, "ranked_event", {"a": 1})
+            monkeypatch.setenv("RANK", "3")
+            monkeypatch.setenv("LOCAL_RANK", "1")
+            monkeypatch.setenv("WORLD_SIZE", "4")
+            runtime.resolver.refresh()
+            assert not runtime.once_cache.repeat("oc", 30, "ranked_event", {"a": 1})
+            with obs.testing.capture_events() as events:
+                for _ in range(5):
+                    log.warning_once("ranked_event", a=1)
+                obs.flush()
+        finally:
+            obs.testing.reset()
+        counted = sum(
+            e["suppressed_count"] for e in events if e["event"] == "log_repeats_suppressed"
+        )
+        assert 2 == counted  # the two counted on rank 0; none of the hidden ones
+
+    def test_reconfigure_and_shutdown_forget(self) -> None:
+        """A new configuration starts with an empty cache; shutdown empties the old one."""
+        obs.configure(stream="none")
+        log = obs.get_logger("oc")
+        log.warning_once("kept_event", a=1)
+        log.warning_once("kept_event", a=1)
+        old = STATE.runtime
+        assert old is not None
+        obs.configure(stream="none")
+        new = STATE.runtime
+        assert new is not None
+        assert (False, False) == (
+            new.once_cache.repeat("oc", 30, "kept_event", {"a": 1}),
+            old.once_cache.repeat("oc", 30, "kept_event", {"a": 1}),
+        )
+        obs.testing.reset()
+
+    def test_control_keywords_take_the_full_path(self) -> None:
+        """A call with scope/once_key/stage is never cached (its key differs)."""
+
+        def calls(log: Any) -> None:
+            for _ in range(3):
+                log.warning_once("ctl_event", a=1, once_key="a")
+                log.warning_once("ctl_event", a=1, scope="process")
+            runtime = STATE.runtime
+            assert runtime is not None
+            assert {} == runtime.once_cache._table
+
+        self._run(calls)
+
+    def test_stdlib_drop_in_repeats_hit_the_cache(self) -> None:
+        """init_logger(...).warning_once("x %s", 1): the same cache, exact counts."""
+        import obs.stdlib
+
+        def calls(log: Any) -> None:
+            std = obs.stdlib.init_logger("oc.std")
+            for _ in range(20):
+                std.warning_once("std_event %s", 1)
+            runtime = STATE.runtime
+            assert runtime is not None
+            assert runtime.once_cache.repeat("oc.std", 30, "std_event %s", (1,))
+            assert not runtime.once_cache.repeat("oc.std", 30, "std_event %s", (True,))
+
+        obs.configure(stream="none", repeat_summary_seconds=0)
+        try:
+            with obs.testing.capture_events() as events:
+                calls(None)
+                obs.flush()
+        finally:
+            obs.testing.reset()
+        summary = [e for e in events if e["event"] == "log_repeats_suppressed"]
+        assert 20 == summary[0]["suppressed_count"]  # 19 repeats + the probe's own hit
