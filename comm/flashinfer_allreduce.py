@@ -48,7 +48,6 @@ import atexit
 import dataclasses
 import functools
 import inspect
-import operator
 import os
 import random
 import threading
@@ -616,27 +615,29 @@ def reset_default_manager(manager: FiArWorkspaces | None = None) -> None:
 def _on_default_manager(
     method: Callable[Concatenate[FiArWorkspaces, P], R], cached: str
 ) -> Callable[P, R]:
-    """vLLM's module-level form of a manager method (the same parameters, by position or
-    by name), served by the default manager; a workspace already made is returned after
-    one attribute read (``cached``), before any argument is looked at."""
-    read = operator.attrgetter(cached)
-
-    def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        manager = _default
-        if manager is not None:
-            ws = read(manager)
-            if ws is not None:
-                return ws  # type: ignore[no-any-return]
-        return method(default_manager(), *args, **kwargs)
-
+    """vLLM's module-level form of a manager method: the same parameters (by position or by
+    name), served by the default manager; a workspace already made is returned after one
+    attribute read (``cached``). Generated from the method's own signature, so the
+    signature is written once and the hot path has no ``*args`` layer."""
     signature = inspect.signature(method)
-    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=list(signature.parameters.values())[1:]
+    params = ", ".join(list(signature.parameters)[1:])
+    name = method.__name__
+    source = (
+        f"def {name}({params}):\n"
+        "    manager = _default\n"
+        "    if manager is not None:\n"
+        f"        ws = manager.{cached}\n"
+        "        if ws is not None:\n"
+        "            return ws\n"
+        f"    return FiArWorkspaces.{name}(default_manager(), {params})\n"
     )
-    call.__name__ = call.__qualname__ = method.__name__
-    call.__doc__ = method.__doc__
-    call.__module__ = __name__
-    return call
+    namespace: dict[str, Any] = {}
+    exec(source, globals(), namespace)  # noqa: S102 - our own text, built from a signature
+    function = namespace[name]
+    function.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    function.__doc__ = method.__doc__
+    function.__qualname__ = name
+    return cast("Callable[P, R]", function)
 
 
 #: vLLM's getters: the non-quant / quant workspace, or None when no backend works.

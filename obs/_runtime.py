@@ -28,13 +28,14 @@ from structlog.typing import EventDict, Processor
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
 from obs._fields import CONTROL_SET, new_event_dict
 from obs._format import format_body, plain_text
+from obs._fused import FusedLine
+from obs._last_resort import write_unprocessed
 from obs._output import Output, build_output, colors_ok, console_line
 from obs._own_events import (
     LogRepeatsSuppressed,
     ObsDedupCapacityReached,
     ObsInternalError,
     ObsRecordsDropped,
-    ObsUnrenderableEvent,
 )
 from obs._reentry import LOCAL, defer, drain
 from obs._registry import Event
@@ -42,8 +43,8 @@ from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import NOT_PLAIN, OVERFLOW, Dedup, Deduper, OnceCache, make_key
-from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text, to_jsonable
-from obs.levels import METHOD_BY_LEVEL, NAME_BY_LEVEL, level_name, severity_number
+from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text
+from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
 from obs.render import (
     PIPE_LINE_MAX,
@@ -76,6 +77,7 @@ class Runtime:
         "_console",
         "_drops_reported",
         "_final_stats",
+        "_fused",
         "_next_drop_report",
         "_output",
         "_reported",
@@ -152,13 +154,19 @@ class Runtime:
                 on_bad_argument=self._bad_argument,
             ),
             Dedup(self.deduper, on_bad_argument=self._bad_argument),
-            AddCallsite(),
-            TimeStamper(),
-            Redactor(),
+            callsite := AddCallsite(),
+            stamper := TimeStamper(),
+            redactor := Redactor(),
         ]
         if self.sink is not None:
             chain.append(self.sink)
         self.processors: Sequence[Processor] = tuple(chain)
+        #: The default chain fused, for plain calls to JSON lines without export.
+        self._fused = (
+            FusedLine(self, callsite, stamper, redactor)
+            if self.sink is None and self._output.json
+            else None
+        )
 
     def _stream_colors(self) -> bool:
         stream = self._output.stream
@@ -231,7 +239,17 @@ class Runtime:
             return
         local.busy = True
         try:
-            self._process(method, self._entry(logger, level, event, kw, args, depth))
+            fused = self._fused
+            try:
+                done = (
+                    fused is not None and not args and fused.write(logger, level, event, kw, depth)
+                )
+            except Exception:  # the chain decides (and reports) instead
+                done = False
+            if done:
+                self._after_event()
+            else:
+                self._process(method, self._entry(logger, level, event, kw, args, depth))
         finally:
             local.busy = False
             if local.deferred:
@@ -382,6 +400,10 @@ class Runtime:
             pass
         except Exception as exc:
             self._fallback_write(event_dict, exc)
+        self._after_event()
+
+    def _after_event(self) -> None:
+        """Due summaries, or a (rate-limited) report of drops, after an event is written."""
         if self.deduper.summary_due or self.deduper.capacity_reached:
             self._emit_summaries()
         elif self.drops_due:
@@ -500,40 +522,10 @@ class Runtime:
                 drain(local)
 
     def _fallback(self, event_dict: EventDict, exc: Exception) -> None:
-        where = "chain"
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        if tb is not None:
-            where = f"{tb.tb_frame.f_globals.get('__name__', '?')}.{tb.tb_frame.f_code.co_name}"
-        level = event_dict.get("_obs_level", logging.INFO)
-        if type(level) is not int:
-            level = logging.INFO
-        try:
-            safe = to_jsonable(
-                {k: v for k, v in event_dict.items() if not str(k).startswith("_obs_")}
-            )
-            safe = Redactor()(None, "", safe)  # the chain may have failed before redaction
-            for key in list(safe):
-                if key in CONTROL_KEYS and key not in {"event", "body", "logger", "stage"}:
-                    del safe[key]  # the chain failed to set these: they are set below
-            safe["severity_text"] = NAME_BY_LEVEL.get(level) or level_name(level)
-            safe["severity_number"] = severity_number(level)
-            ns = event_dict.get("_obs_time_ns")
-            safe["timestamp"] = TimeStamper()(
-                None, "", {"_obs_time_ns": ns} if type(ns) is int else {}
-            )["timestamp"]
-            try:
-                for key, value in self.resolver.current()._fields.items():  # type: ignore[attr-defined]
-                    safe.setdefault(key, value)
-            except Exception:  # the rank probe itself failed: the line goes out without
-                safe.setdefault("rank", -1)  # rank fields rather than not at all
-            if not isinstance(safe.get("event"), str):
-                safe["event"] = ObsUnrenderableEvent.name
-            safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
-            line = _line(safe)
-            self._output.write(line if self._output.json else self._console(safe), line)
-        except Exception:
+        where, written = write_unprocessed(
+            event_dict, exc, self.resolver, self._output, self._console
+        )
+        if not written:
             self.unreported_errors += 1
         self._report_once(
             (where, type(exc).__name__),

@@ -9,7 +9,7 @@ is not a plain scalar clears the ``_obs_flat`` mark, so nested secrets are still
 
 from __future__ import annotations
 
-__all__ = ["merge_contextvars"]
+__all__ = ["any_bound", "merge_contextvars"]
 
 import contextvars
 
@@ -34,3 +34,12 @@ def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: Event
                 if not plain_values({key: value}):
                     event_dict["_obs_flat"] = False
     return event_dict
+
+
+def any_bound() -> bool:
+    """Whether any structlog context variable is bound in this context (the fused default
+    chain is only taken when none is: :func:`merge_contextvars` would add nothing)."""
+    for var, value in contextvars.copy_context().items():
+        if value is not Ellipsis and var.name.startswith(STRUCTLOG_KEY_PREFIX):
+            return True
+    return False

@@ -70,13 +70,17 @@ class TimeStamper:
         if ns is None:
             ns = time.time_ns()
             event_dict["_obs_time_ns"] = ns
+        event_dict["timestamp"] = self.stamp(ns)
+        return event_dict
+
+    def stamp(self, ns: int) -> str:
+        """``ns`` (since the epoch) as ``2026-12-04T04:20:00.123456Z``."""
         sec, micros = divmod(ns // 1000, 1_000_000)
         cached_sec, prefix = self._cache
         if cached_sec != sec:
             prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec))
             self._cache = (sec, prefix)
-        event_dict["timestamp"] = prefix + str(1_000_000 + micros)[1:] + "Z"
-        return event_dict
+        return prefix + str(1_000_000 + micros)[1:] + "Z"
 
 
 _CONTROL_SET = CONTROL_SET
@@ -169,21 +173,26 @@ def _escape_breaks(out: bytes) -> bytes:
     return _UNSAFE_UTF8.sub(_escape_unsafe, out)
 
 
-def _dumps(event_dict: EventDict, option: int = 0) -> bytes:
+def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> bytes:
     """JSON bytes for ``event_dict``, always one valid object with its control fields intact.
 
     orjson writes the common event directly (a ``null`` in its output costs one check of the
     top-level floats, not a re-encode); anything it cannot write as is (NaN/inf, a huge
     int, a lone surrogate, a line over :data:`MAX_LINE`) goes through a copy where only
     the offending values are replaced. Values longer than MAX_STR are cut before this, by
-    the redactor, when the entry saw them.
+    the redactor, when the entry saw them. ``finite``: the caller knows every float value
+    is finite, so a ``null`` needs no check.
     """
     try:
         out = orjson.dumps(event_dict, default=json_default, option=option)
     except Exception:  # a huge int, a lone surrogate, a non-str key
         out = b""
     # bytes.find, not `in`: `in` goes through the buffer protocol, 3x slower per line.
-    if out and len(out) <= MAX_LINE and not (out.find(b"null") >= 0 and _has_nonfinite(event_dict)):
+    if (
+        out
+        and len(out) <= MAX_LINE
+        and (finite or out.find(b"null") < 0 or not _has_nonfinite(event_dict))
+    ):
         return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
     for limit in (None, 1024, 64):
         try:
@@ -249,9 +258,10 @@ class JSONRenderer:
         return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE).decode()
 
     @staticmethod
-    def line_bytes(event_dict: EventDict) -> bytes:
-        """An already-stripped event dict as one JSON line (UTF-8 bytes, newline included)."""
-        return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE)
+    def line_bytes(event_dict: EventDict, *, finite: bool = False) -> bytes:
+        """An already-stripped event dict as one JSON line (UTF-8 bytes, newline included);
+        ``finite``: no float value is NaN or infinite (known to the caller)."""
+        return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE, finite=finite)
 
 
 #: The console style of each level, in the levels table's order (DEBUG .. CRITICAL).

@@ -226,7 +226,8 @@ class TestInternalErrors:
         def broken_render(event_dict: Any) -> bytes:
             raise OSError("disk full")
 
-        monkeypatch.setattr("obs._runtime._line", broken_render)
+        # Every renderer (the chain's, the fused path's, the last resort's) goes through it.
+        monkeypatch.setattr("obs.render._dumps", lambda *a, **k: broken_render({}))
         obs.get_logger("t").error("lost")
         obs.get_logger("t").error("lost again")
         assert 3 == runtime.unreported_errors  # two events and the one report about them

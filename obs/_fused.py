@@ -1,0 +1,104 @@
+"""The default chain, fused: one function that writes the same JSON line as the chain for
+the common call, without the chain's per-processor passes and control keys.
+
+The composable processors stay the single source of truth: the fused path is taken only
+when they would do nothing but their plain case (JSON lines, no export sink, no bound
+context or contextvars, no control keyword, plain short values under names already known
+not to be secret, a plain event name), and ``tests/test_fused.py`` checks that it writes
+byte-identical lines for every input the Hypothesis strategies generate. Anything else
+(and any failure here) takes the chain.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FusedLine"]
+
+import math
+import time
+from operator import length_hint
+from typing import TYPE_CHECKING, Any
+
+from obs._fields import CALL_KEYWORDS, CONTROL_SET
+from obs.callsite import AddCallsite
+from obs.context import any_bound
+from obs.encode import MAX_STR, Redactor
+from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
+from obs.render import PIPE_LINE_MAX, JSONRenderer, TimeStamper, fit_line
+
+if TYPE_CHECKING:
+    from obs._logger import BoundLogger
+    from obs._runtime import Runtime
+
+#: Keywords the chain treats specially: a call with one takes the chain.
+_NOT_PLAIN = CONTROL_SET | frozenset(CALL_KEYWORDS) | {"stage", "body"}
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+_line = JSONRenderer.line_bytes
+
+
+class FusedLine:
+    """Writes a plain call's JSON line directly (see the module docstring)."""
+
+    __slots__ = ("_callsite", "_chain", "_redactor", "_runtime", "_stamper")
+
+    def __init__(
+        self, runtime: Runtime, callsite: AddCallsite, stamper: TimeStamper, redactor: Redactor
+    ) -> None:
+        self._runtime = runtime
+        self._chain = runtime.processors  # fused only while the chain is this one
+        self._callsite = callsite
+        self._stamper = stamper
+        self._redactor = redactor
+
+    def write(  # noqa: C901 - the hot path, inlined on purpose
+        self, logger: BoundLogger, level: int, event: str, kw: dict[str, Any], depth: int
+    ) -> bool:
+        """Write the line and return True, or return False (nothing written): not plain."""
+        if type(event) is not str or type(level) is not int or logger._context:
+            return False
+        runtime = self._runtime
+        if runtime.processors is not self._chain or len(event) > MAX_STR:
+            return False  # the chain was changed (tests inject processors): it decides
+        nonfinite = False
+        if kw:
+            types = set(map(type, kw.values()))
+            if not (
+                _PLAIN_TYPES.issuperset(types)
+                and _NOT_PLAIN.isdisjoint(kw)
+                and max(map(length_hint, kw.values())) < MAX_STR
+                and self._redactor._safe.issuperset(kw)
+            ):
+                return False
+            nonfinite = float in types and not all(
+                map(math.isfinite, [v for v in kw.values() if type(v) is float])
+            )  # NaN/inf: the safe renderer writes them as null
+        if runtime.closed or any_bound():
+            return False
+        ed: dict[str, Any] = {
+            "timestamp": self._stamper.stamp(time.time_ns()),
+            "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
+            "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
+            "event": event,
+            "body": event,
+            "logger": logger._name,
+        }
+        if kw:
+            ed.update(kw)
+        ed.update(runtime.resolver.current()._fields)  # type: ignore[attr-defined]
+        frame = self._callsite.find_caller(depth - 1)  # one frame fewer than a processor's
+        if frame is not None:
+            code = frame.f_code
+            ed["code.file.path"] = code.co_filename
+            ed["code.line.number"] = frame.f_lineno
+            ed["code.function.name"] = getattr(code, "co_qualname", code.co_name)
+        if runtime.captures:
+            for sink in runtime.captures:
+                sink.append(dict(ed))
+        output = runtime.output
+        line = _line(ed, finite=not nonfinite)
+        shown = line
+        if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
+            shown = fit_line(ed)  # whole across processes sharing the pipe
+        output.write(shown, line)
+        if output.dropped and output.dropped != runtime._drops_reported.get("write_failed"):
+            runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
+        return True

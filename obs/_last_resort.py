@@ -1,0 +1,72 @@
+"""The last resort: write an event the chain failed on, as well as it can be written.
+
+The record keeps its own level and time, its event (or ``obs_unrenderable_event`` when the
+name is not text), rank fields, redacted user fields and the failure; the runtime then
+reports the failure once as ``obs_internal_error``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["write_unprocessed"]
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from structlog.typing import EventDict
+
+from obs._fields import CONTROL_SET
+from obs._output import Output
+from obs._own_events import ObsUnrenderableEvent
+from obs.encode import Redactor, safe_repr, to_jsonable
+from obs.levels import NAME_BY_LEVEL, level_name, severity_number
+from obs.rank import RankResolver
+from obs.render import JSONRenderer, TimeStamper
+
+_KEEP = frozenset({"event", "body", "logger", "stage"})
+
+
+def write_unprocessed(
+    event_dict: EventDict,
+    exc: Exception,
+    resolver: RankResolver,
+    output: Output,
+    console: Callable[[EventDict], bytes],
+) -> tuple[str, bool]:
+    """Write ``event_dict`` without the chain: (where the chain failed, whether the line
+    could be written)."""
+    where = "chain"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        where = f"{tb.tb_frame.f_globals.get('__name__', '?')}.{tb.tb_frame.f_code.co_name}"
+    level = event_dict.get("_obs_level", logging.INFO)
+    if type(level) is not int:
+        level = logging.INFO
+    try:
+        safe: Any = to_jsonable(
+            {k: v for k, v in event_dict.items() if not str(k).startswith("_obs_")}
+        )
+        safe = Redactor()(None, "", safe)  # the chain may have failed before redaction
+        for key in list(safe):
+            if key in CONTROL_SET and key not in _KEEP:
+                del safe[key]  # the chain failed to set these: they are set below
+        safe["severity_text"] = NAME_BY_LEVEL.get(level) or level_name(level)
+        safe["severity_number"] = severity_number(level)
+        ns = event_dict.get("_obs_time_ns")
+        safe["timestamp"] = TimeStamper().stamp(ns if type(ns) is int else time.time_ns())
+        try:
+            for key, value in resolver.current()._fields.items():  # type: ignore[attr-defined]
+                safe.setdefault(key, value)
+        except Exception:  # the rank probe itself failed: the line goes out without
+            safe.setdefault("rank", -1)  # rank fields rather than not at all
+        if not isinstance(safe.get("event"), str):
+            safe["event"] = ObsUnrenderableEvent.name
+        safe.setdefault("obs_internal_error", f"{type(exc).__name__}: {safe_repr(exc, 300)}")
+        line = JSONRenderer.line_bytes(safe)
+        output.write(line if output.json else console(safe), line)
+    except Exception:
+        return where, False
+    return where, True

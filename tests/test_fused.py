@@ -1,0 +1,131 @@
+"""obs._fused: the fused default chain writes byte-identical lines to the chain it replaces.
+
+Each example logs the same call twice from the same line with the clock held still: once
+with the fused path on, once with it off (the composable processors, the source of truth).
+The lines must be equal byte for byte, whatever the event name, field names and values.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import obs
+import obs.testing
+from obs._config import STATE
+from obs._fused import FusedLine
+from obs._output import Output
+
+NOW = 1_764_820_800_123_456_789
+
+plain_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=20),
+    st.sampled_from(["\u2028", "\x7f", "\x85", "\u202e", "\ud800", "a\nb", "null", "/dev/null"]),
+    st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 2**64, -(2**63) - 1]),
+)
+field_names = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9_.]{0,15}", fullmatch=True),
+    st.text(min_size=1, max_size=12),
+    st.sampled_from(["token", "password", "rank", "event", "body", "scope", "stage", "user.x"]),
+)
+calls = st.tuples(
+    st.sampled_from(["debug", "info", "warning", "error", "critical"]),
+    st.one_of(st.from_regex(r"[a-z_]{1,20}", fullmatch=True), st.text(max_size=30)),
+    st.dictionaries(field_names, plain_values, max_size=6),
+)
+
+
+@pytest.fixture
+def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Log a call twice (fused, then chain) and return both JSON lines as bytes."""
+    written: list[bytes] = []
+
+    def capture(self: Any, console: bytes | None, line: bytes | None) -> None:
+        if console is not None:
+            written.append(console)
+
+    monkeypatch.setattr(time, "time_ns", lambda: NOW)
+    obs.configure(format="json", level="DEBUG", stdlib_bridge=False, logs_exporter="none")
+    runtime = STATE.runtime
+    assert runtime is not None
+    fused = runtime._fused
+    assert fused is not None
+    monkeypatch.setattr(Output, "write", capture)
+    taken: list[bool] = []
+    real_write = FusedLine.write
+
+    def spy(self: FusedLine, *args: Any) -> bool:
+        taken.append(real_write(self, *args))
+        return taken[-1]
+
+    monkeypatch.setattr(FusedLine, "write", spy)
+
+    def both(method: str, event: str, fields: dict[str, Any]) -> tuple[bytes, bytes, bool]:
+        log = obs.get_logger("fused")
+        for on in (False, True, False):  # a first chain call teaches the redactor the names
+            runtime._fused = fused if on else None
+            del written[:]
+            getattr(log, method)(event, **fields)
+            if on:
+                first, fused_taken = list(written), bool(taken and taken[-1])
+        runtime._fused = fused
+        return b"".join(first), b"".join(written), fused_taken
+
+    yield both
+    obs.testing.reset()
+
+
+class TestByteIdentical:
+    @given(call=calls)
+    @example(call=("info", "e", {"v": math.nan, "w": 1.5}))
+    @example(call=("warning", "e", {"v": None, "w": -math.inf}))
+    @example(call=("error", "e", {"big": 2**70, "s": "\ud800"}))
+    @settings(
+        max_examples=300,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    def test_fused_line_equals_the_chains(self, lines: Any, call: Any) -> None:
+        """Whatever the call, the fused path writes exactly the chain's line (or declines)."""
+        method, event, fields = call
+        fused, chain, _ = lines(method, event, fields)
+        assert chain == fused
+
+    def test_plain_calls_take_the_fused_path(self, lines: Any) -> None:
+        """The common call (plain short values under known names) is fused."""
+        fused, chain, taken = lines("info", "request_done", {"model": "llama", "tokens": 1})
+        assert (True, chain) == (taken, fused)
+
+    @pytest.mark.parametrize(
+        "fields",
+        [{"scope": "global"}, {"stage": "attempt"}, {"v": [1, 2]}, {"v": "x" * 70000}],
+        ids=["scope", "stage", "list", "long"],
+    )
+    def test_anything_else_takes_the_chain(self, lines: Any, fields: dict[str, Any]) -> None:
+        """A control keyword, a container or a long value: the chain writes it."""
+        _, _, taken = lines("warning", "not_plain", fields)
+        assert not taken
+
+    def test_bound_context_takes_the_chain(self) -> None:
+        """A logger with bound values (or bound contextvars) is never fused."""
+        obs.configure(format="json", stdlib_bridge=False, logs_exporter="none", stream="none")
+        try:
+            runtime = STATE.runtime
+            assert runtime is not None
+            assert runtime._fused is not None
+            log = obs.get_logger("fused").bind(request="r1")
+            assert not runtime._fused.write(log, logging.INFO, "e", {}, 4)
+        finally:
+            obs.testing.reset()
