@@ -359,6 +359,7 @@ class FiArWorkspaces:
         "_fi_ar_quant",
         "_lock",
         "_nodes",
+        "_publish",
         "_results",
         "_runners",
         "_source",
@@ -386,6 +387,8 @@ class FiArWorkspaces:
         self._nodes = nodes
         self._fi_ar: Workspace | None = None
         self._fi_ar_quant: Workspace | None = None
+        #: Mirrors this manager's workspaces for the module-level getters (default only).
+        self._publish: Callable[[FiArWorkspaces], None] | None = None
         self._results: dict[str, FallbackResult[Workspace]] = {}
         self._lock = threading.Lock()
         self._runners = {
@@ -486,6 +489,8 @@ class FiArWorkspaces:
             primary, quant = self._fi_ar, self._fi_ar_quant
             self._fi_ar = self._fi_ar_quant = None
             self._results.clear()
+            if self._publish is not None:
+                self._publish(self)
             self._destroy_one("fi_ar", primary)
             if quant is not primary:
                 self._destroy_one("fi_ar_quant", quant)
@@ -516,6 +521,8 @@ class FiArWorkspaces:
                 self._fi_ar = result.value
             else:
                 self._fi_ar_quant = result.value
+            if self._publish is not None:
+                self._publish(self)
             return result.value
 
     def _stages(self, chain: Chain, args: _Args, nodes: int) -> tuple[Stage[Workspace], ...]:
@@ -598,6 +605,7 @@ def default_manager() -> FiArWorkspaces:
         with _default_lock:
             if _default is None:
                 _default = FiArWorkspaces(register_atexit=True)
+                _default._publish = _mirror
             manager = _default
     return manager
 
@@ -608,8 +616,26 @@ def reset_default_manager(manager: FiArWorkspaces | None = None) -> None:
     global _default
     with _default_lock:
         old, _default = _default, manager
+        if old is not None:
+            old._publish = None
+        if manager is not None:
+            manager._publish = _mirror
+        _mirror(manager)
     if old is not None:
         old.destroy()
+
+
+#: The default manager's workspaces, mirrored: a module-level getter's cached path is
+#: then one global read, as vLLM's own ``if _fi_ar_workspace is not None``.
+_ws_fi_ar: Workspace | None = None
+_ws_fi_ar_quant: Workspace | None = None
+
+
+def _mirror(manager: FiArWorkspaces | None) -> None:
+    """Publish ``manager``'s workspaces (None: none) for the module-level getters."""
+    global _ws_fi_ar, _ws_fi_ar_quant
+    _ws_fi_ar = manager._fi_ar if manager is not None else None
+    _ws_fi_ar_quant = manager._fi_ar_quant if manager is not None else None
 
 
 def _on_default_manager(
@@ -617,18 +643,16 @@ def _on_default_manager(
 ) -> Callable[P, R]:
     """vLLM's module-level form of a manager method: the same parameters (by position or by
     name), served by the default manager; a workspace already made is returned after one
-    attribute read (``cached``). Generated from the method's own signature, so the
+    global read (``_ws_<cached>``). Generated from the method's own signature, so the
     signature is written once and the hot path has no ``*args`` layer."""
     signature = inspect.signature(method)
     params = ", ".join(list(signature.parameters)[1:])
     name = method.__name__
     source = (
         f"def {name}({params}):\n"
-        "    manager = _default\n"
-        "    if manager is not None:\n"
-        f"        ws = manager.{cached}\n"
-        "        if ws is not None:\n"
-        "            return ws\n"
+        f"    ws = _ws{cached}\n"
+        "    if ws is not None:\n"
+        "        return ws\n"
         f"    return FiArWorkspaces.{name}(default_manager(), {params})\n"
     )
     namespace: dict[str, Any] = {}

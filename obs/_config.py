@@ -33,10 +33,22 @@ def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
 class Holder:
     """Holds the current :class:`Runtime` (None until first use or ``configure()``)."""
 
-    __slots__ = ("_atexit", "_lock", "_sighup", "bridge", "runtime", "sink_factory", "sinks")
+    __slots__ = (
+        "_atexit",
+        "_lock",
+        "_sighup",
+        "bridge",
+        "level",
+        "runtime",
+        "sink_factory",
+        "sinks",
+    )
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
+        #: The current runtime's level (0 before one exists): a call below it returns at
+        #: once, without looking the runtime up.
+        self.level = 0
         self.bridge: Any = None
         #: Capture sinks every runtime gets, across configure() and reset() (the pytest
         #: plugin's caplog mirror); ``capture_events()`` lists live on one runtime only.
@@ -65,6 +77,7 @@ class Holder:
                     runtime = Runtime(settings, build_sink=False)
                 runtime.captures.extend(self.sinks)
                 self.runtime = runtime
+                self.level = runtime.level
                 self._register_atexit()
                 for error in errors:
                     runtime.report(
@@ -125,6 +138,7 @@ class Holder:
             )
             runtime.captures.extend(self.sinks)
             self.runtime = runtime
+            self.level = runtime.level
             if old is not None:
                 if not keep:
                     old.emit_summaries()
@@ -151,6 +165,7 @@ class Holder:
         with self._lock:
             remove_bridge(self)
             old, self.runtime = self.runtime, None
+            self.level = 0
             if old is not None:
                 old.shutdown(timeout=0.5)
 

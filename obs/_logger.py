@@ -83,6 +83,8 @@ class BoundLogger:
 
     def debug(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
+        if self._holder.level > _D and "stage" not in kw:
+            return  # below the level, and no stage can raise it: nothing to do
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log(self, _D, "debug", event, kw, args)
@@ -136,25 +138,53 @@ class BoundLogger:
     def debug_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
+        if "stage" in kw:
+            if rt.effective_level(_D, kw["stage"]) >= rt.level:
+                rt.log_once(self, _D, "debug", event, kw, args)
+        elif rt.level <= _D:
+            if not args and not self._context and rt.once_cache.repeat(self._name, _D, event, kw):
+                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
+                    rt.emit_summaries()
+                return
             rt.log_once(self, _D, "debug", event, kw, args)
 
     def info_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
+        if "stage" in kw:
+            if rt.effective_level(_I, kw["stage"]) >= rt.level:
+                rt.log_once(self, _I, "info", event, kw, args)
+        elif rt.level <= _I:
+            if not args and not self._context and rt.once_cache.repeat(self._name, _I, event, kw):
+                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
+                    rt.emit_summaries()
+                return
             rt.log_once(self, _I, "info", event, kw, args)
 
     def warning_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
+        if "stage" in kw:
+            if rt.effective_level(_W, kw["stage"]) >= rt.level:
+                rt.log_once(self, _W, "warning", event, kw, args)
+        elif rt.level <= _W:
+            if not args and not self._context and rt.once_cache.repeat(self._name, _W, event, kw):
+                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
+                    rt.emit_summaries()
+                return
             rt.log_once(self, _W, "warning", event, kw, args)
 
     def error_once(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR once per key (and count the repeats)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
+        if "stage" in kw:
+            if rt.effective_level(_E, kw["stage"]) >= rt.level:
+                rt.log_once(self, _E, "error", event, kw, args)
+        elif rt.level <= _E:
+            if not args and not self._context and rt.once_cache.repeat(self._name, _E, event, kw):
+                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
+                    rt.emit_summaries()
+                return
             rt.log_once(self, _E, "error", event, kw, args)
 
 

@@ -435,67 +435,96 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 _MAX_KEYS = 4096
 _PER_EVENT = 4
 
-Snapshot = tuple[Any, tuple[type, ...], "_Entry"]
+Snapshot = tuple[Any, tuple[Any, ...], int, str, "_Entry"]
 
 
 class OnceCache:
-    """Per runtime: (logger, level, event) -> the last few (arguments, their types, key)."""
+    """Per runtime: event -> the last few (arguments, their types, level, logger, entry)."""
 
     __slots__ = ("_deduper", "_info", "_resolver", "_table", "enabled")
 
     def __init__(self, deduper: Deduper, resolver: RankResolver) -> None:
         self._deduper = deduper
         self._resolver = resolver
-        self._table: dict[tuple[str, int, object], list[Snapshot]] = {}
+        self._table: dict[object, list[Snapshot]] = {}
         self._info: RankInfo | None = None
         #: Off without a GIL: the deduper's lock-free count is what makes a hit cheap.
         self.enabled = deduper.lockfree
 
-    def repeat(self, name: str, level: int, event: object, args: Any) -> bool:
-        """True (and counted) when this exact call is a remembered repeat."""
-        slots = self._table.get((name, level, event))
-        if slots is None:
+    def __len__(self) -> int:
+        return sum(map(len, self._table.values()))
+
+    def repeat(  # noqa: C901, PLR0912 - the *_once hot path, inlined
+        self, name: str, level: int, event: object, args: Any
+    ) -> bool:
+        """True (and counted) when this exact call is a remembered repeat: equal arguments,
+        each of the same type as the remembered one (per name for keywords, per position
+        for positional args). Never raises: an odd value takes the full path."""
+        try:  # a value whose __eq__ raises (a numpy array) must not reach the caller
+            rows = self._table.get(event)
+            if rows is None:
+                return False
+            if self._resolver.current() is not self._info:
+                self._table.clear()  # the rank changed: scopes must be decided again
+                return False
+            for snap, types, row_level, row_name, entry in rows:
+                if snap == args and row_level == level and row_name == name:
+                    if type(args) is dict:
+                        for key, cls in types:
+                            if type(args[key]) is not cls:
+                                break
+                        else:
+                            return self._count(entry)
+                    else:
+                        i = 0  # an index walk: cheaper than zip() per call
+                        for value in args:
+                            if type(value) is not types[i]:
+                                break
+                            i += 1  # noqa: SIM113 - enumerate() costs an object per call
+                        else:
+                            return self._count(entry)
+        except Exception:
             return False
-        if self._resolver.current() is not self._info:
-            self._table.clear()  # the rank changed: scopes must be decided again
-            return False
-        for snap, snap_types, entry in slots:
-            if snap == args and snap_types == tuple(
-                map(type, args.values() if type(args) is dict else args)
-            ):
-                deduper = self._deduper
-                now = deduper._clock()
-                next(entry.fast)  # the deduper's own lock-free count: exact and shared
-                entry.last_seen = now
-                if now >= deduper._next_summary:
-                    deduper.summary_due = True
-                return True
         return False
+
+    def _count(self, entry: _Entry) -> bool:
+        """Count a repeat on the deduper's own entry, as :meth:`Deduper.repeat` does."""
+        deduper = self._deduper
+        now = deduper._clock()
+        next(entry.fast)  # the deduper's own lock-free count: exact and shared
+        entry.last_seen = now
+        if now >= deduper._next_summary:
+            deduper.summary_due = True
+        return True
 
     def remember(self, name: str, level: int, event: object, args: Any, key: Key) -> None:
         """Keep this call's arguments with the deduper's entry for ``key`` (only plain
         calls whose key is retained; a few per event)."""
         entry = self._deduper._entries.get(key)
-        if entry is None:
+        if entry is None or not self.enabled:
             return
-        values = args.values() if type(args) is dict else args
-        types = tuple(map(type, values))
-        if not _PLAIN.issuperset(types) or (type(args) is dict and not NOT_PLAIN.isdisjoint(args)):
+        is_dict = type(args) is dict
+        values = tuple(args.values()) if is_dict else tuple(args)
+        if not _PLAIN.issuperset(map(type, values)) or (is_dict and not NOT_PLAIN.isdisjoint(args)):
             return
-        if any(v != v for v in values):  # noqa: PLR0124 - NaN never equals itself: no match
-            return
+        if any(v != v or (type(v) is str and len(v) > _LONG) for v in values):  # noqa: PLR0124
+            return  # NaN never equals itself; a long text is keyed by hash, not compared
         table = self._table
         info = self._resolver.current()
         if info is not self._info:
             table.clear()
             self._info = info
-        if len(table) >= _MAX_KEYS and (name, level, event) not in table:
+        if len(table) >= _MAX_KEYS and event not in table:
             return
-        slots = table.setdefault((name, level, event), [])
-        if len(slots) >= _PER_EVENT:
-            del slots[0]
-        snap = dict(args) if type(args) is dict else tuple(args)
-        slots.append((snap, types, entry))
+        rows = table.setdefault(event, [])
+        if len(rows) >= _PER_EVENT:
+            del rows[0]
+        if is_dict:
+            snap: Any = dict(args)
+            types: tuple[Any, ...] = tuple((k, type(v)) for k, v in args.items())
+        else:
+            snap, types = tuple(args), tuple(map(type, args))
+        rows.append((snap, types, level, name, entry))
 
     def clear(self) -> None:
         """Forget everything (shutdown)."""

@@ -141,6 +141,15 @@ def _once(
         return
     try:
         runtime = STATE.runtime or STATE.ensure()
+        if (  # a plain suppressed repeat: the runtime's once cache, one call
+            type(msg) is str
+            and type(scope) is str
+            and scope == "local"
+            and runtime.once_cache.repeat(logger.name, level, msg, args)
+        ):
+            if runtime.deduper.summary_due:
+                runtime.emit_summaries()
+            return
         admitted = runtime.admit_once(logger.name, level, msg, args, scope)
     except Exception:  # fail open, as vLLM's rank checks do
         admitted = True

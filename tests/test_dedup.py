@@ -763,3 +763,34 @@ class TestOnceCache:
             obs.testing.reset()
         summary = [e for e in events if e["event"] == "log_repeats_suppressed"]
         assert 20 == summary[0]["suppressed_count"]  # 19 repeats + the probe's own hit
+
+    def test_swapped_names_of_equal_values_never_match(self) -> None:
+        """``a=1, b=1.0`` then ``b=1, a=1.0``: equal dicts with equal type sequences in call
+        order but different names per type; both are logged (found by the perf review: the
+        first cache compared types in call order, not per name)."""
+
+        def calls(log: Any) -> None:
+            for _ in range(3):
+                log.warning_once("swap_event", a=1, b=1.0)
+            log.warning_once("swap_event", b=1, a=1.0)
+
+        events = self._run(calls)
+        got = [(type(e["a"]), type(e["b"])) for e in events if e["event"] == "swap_event"]
+        assert [(int, float), (float, int)] == got
+
+    def test_a_value_whose_eq_raises_never_raises_into_the_caller(self) -> None:
+        """A numpy array where a remembered call had a string: the call takes the full path
+        and is logged, never raising (the first cache let ``==`` raise into the caller)."""
+        np = pytest.importorskip("numpy")
+        import obs.stdlib
+
+        def calls(log: Any) -> None:
+            dropin = obs.stdlib.init_logger("oc.dropin")
+            for _ in range(3):
+                log.warning_once("eq_event", v="x")
+                dropin.warning_once("x %s", "x")
+            log.warning_once("eq_event", v=np.array([1, 2]))
+            dropin.warning_once("x %s", np.array([1, 2]))
+
+        events = self._run(calls)
+        assert 2 == sum(e["event"] == "eq_event" for e in events)

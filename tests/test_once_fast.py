@@ -1,0 +1,343 @@
+"""The ``*_once`` fast path (obs.dedup.OnceCache): same output and counts as the full path.
+
+Every test drives the real logger and the real stdlib drop-in through a configured runtime
+and reads the JSON lines written; the table is only an accelerator, so each expectation is
+what the full path gives.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import obs
+import obs.testing
+from obs._config import STATE
+from obs.dedup import _MAX_KEYS as MAX_EVENTS
+from obs.dedup import _PER_EVENT as PER_EVENT
+from obs.stdlib import init_logger
+
+Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+def _summaries(read: Callable[[], list[dict[str, Any]]]) -> dict[str, int]:
+    return dict(_summary_list(read))
+
+
+def _summary_list(read: Callable[[], list[dict[str, Any]]]) -> list[tuple[str, int]]:
+    obs.flush()
+    return [
+        (r["dedup_key"], r["suppressed_count"])
+        for r in read()
+        if r["event"] == "log_repeats_suppressed"
+    ]
+
+
+def _table_size() -> int:
+    assert STATE.runtime is not None
+    return len(STATE.runtime.once_cache)
+
+
+class TestExactness:
+    def test_repeats_take_the_table_and_count_exactly(self, configure_json: Configure) -> None:
+        """The first repeat fills the table, later ones hit it; the count is every repeat."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(10):
+            log.warning_once("evt", n=1)
+        assert ["evt"] == [r["event"] for r in read()]
+        assert 1 == _table_size()
+        assert {"fast:30:evt n=1": 9} == _summaries(read)
+
+    @pytest.mark.parametrize(
+        "values",
+        [
+            [1, 1.0, True],
+            [0, 0.0, False],
+            ["red", Color.RED],
+            [1, np.int64(1), np.float64(1.0)],
+            [1.5, np.float64(1.5)],
+        ],
+    )
+    def test_equal_values_of_other_types_never_match(
+        self, configure_json: Configure, values: list[Any]
+    ) -> None:
+        """1, 1.0, True (and str Enums, numpy scalars) are separate keys: each is logged."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):  # fill the table with every value's snapshot first
+            for value in values:
+                log.warning_once("evt", v=value)
+        assert len(values) == len([r for r in read() if r["event"] == "evt"])
+        assert [2] * len(values) == [n for _, n in _summary_list(read)]
+
+    def test_dropin_equal_args_of_other_types_never_match(self, configure_json: Configure) -> None:
+        """The stdlib drop-in: ``warning_once("x %s", 1)`` and ``(... , True)`` are two keys."""
+        read = configure_json()
+        logger = init_logger("fast.dropin")
+        for _ in range(3):
+            for value in (1, 1.0, True, "1"):
+                logger.warning_once("x %s", value)
+        assert ["x 1", "x 1.0", "x True", "x 1"] == [r["body"] for r in read()]
+        assert [2, 2, 2, 2] == [n for _, n in _summary_list(read)]
+
+    def test_field_order_and_types_per_name(self, configure_json: Configure) -> None:
+        """Swapped values of equal-comparing types under swapped names never match."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.warning_once("evt", a=1, b=1.0)
+        log.warning_once("evt", b=1, a=1.0)
+        assert 2 == len(read())
+
+    def test_swapped_names_of_equal_values_never_match(self, configure_json: Configure) -> None:
+        """``a=1, b=1.0`` then ``b=1, a=1.0``: equal dicts, equal type sequences in call
+        order, different keys; both are logged (a compare of the types in call order, not
+        per name, took the second for a repeat)."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.warning_once("evt", a=1, b=1.0)
+        log.warning_once("evt", b=1, a=1.0)
+        assert [(1, 1.0), (1.0, 1)] == [(r["a"], r["b"]) for r in read()]
+        assert [2] == [n for _, n in _summary_list(read)]
+
+    def test_a_value_whose_eq_raises_never_raises_into_the_caller(
+        self, configure_json: Configure
+    ) -> None:
+        """A numpy array where a remembered plain call had a string: compared, its ``==``
+        raises; the call takes the full path and is logged (and never raises)."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        dropin = init_logger("fast.dropin")
+        for _ in range(3):
+            log.warning_once("evt", v="x")
+            dropin.warning_once("x %s", "x")
+        log.warning_once("evt", v=np.array([1, 2]))
+        dropin.warning_once("x %s", np.array([1, 2]))
+        values = [r["v"] for r in read() if r["event"] == "evt"]
+        assert 2 == len(values)
+        assert "x" == values[0]
+
+    def test_bound_context_is_part_of_the_match(self, configure_json: Configure) -> None:
+        """Loggers bound to different values never share a snapshot."""
+        read = configure_json()
+        one, two = obs.get_logger("fast").bind(job=1), obs.get_logger("fast").bind(job=2)
+        for _ in range(3):
+            one.warning_once("evt")
+            two.warning_once("evt")
+        assert [1, 2] == [r["job"] for r in read()]
+        assert {"fast:30:evt job=1": 2, "fast:30:evt job=2": 2} == _summaries(read)
+
+    def test_calls_that_are_not_plain_stay_on_the_full_path(
+        self, configure_json: Configure
+    ) -> None:
+        """A non-plain value or a control keyword is never remembered."""
+        configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.warning_once("evt", v=[1, 2])
+            log.warning_once("evt2", v=Color.RED)
+            log.warning_once("evt3", v="x", scope="process")
+            log.warning_once("evt4", v="y" * 5000)
+            log.warning_once("evt5 %s", 1)
+        assert 0 == _table_size()
+
+    def test_same_output_as_a_runtime_without_the_table(self, configure_json: Configure) -> None:
+        """Lines and summaries are what the full path writes (the table emptied each call)."""
+        calls = [("evt", {"n": 1}), ("evt", {"n": 1.0}), ("evt", {"n": 1}), ("other", {})] * 4
+
+        def run(clear: bool) -> list[dict[str, Any]]:
+            obs.testing.reset()  # a new deduper too (configure keeps the old one)
+            read = configure_json()
+            log = obs.get_logger("fast")
+            for event, kw in calls:
+                if clear:
+                    assert STATE.runtime is not None
+                    STATE.runtime.once_cache.clear()
+                log.warning_once(event, **kw)
+            obs.flush()
+            return [{k: v for k, v in r.items() if k not in _VOLATILE} for r in read()]
+
+        assert run(clear=True) == run(clear=False)
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b"]),
+                st.one_of(
+                    st.integers(-2, 2),
+                    st.floats(allow_nan=True, allow_infinity=False, width=16),
+                    st.booleans(),
+                    st.none(),
+                    st.sampled_from(["1", "x", Color.RED]),
+                ),
+            ),
+            max_size=30,
+        )
+    )
+    def test_counts_match_the_deduper_for_any_calls(self, calls: list[tuple[str, Any]]) -> None:
+        """Any sequence of once calls: suppressed counts equal the repeats of each key."""
+        obs.configure(format="json", sdk_disabled=True, stream="none", repeat_summary_seconds=0)
+        try:
+            log = obs.get_logger("fast")
+            for event, value in calls:
+                log.warning_once(event, v=value)
+            rt = STATE.runtime
+            assert rt is not None
+            total = sum(rt.deduper.suppressed(k) for k in list(rt.deduper._entries))
+            assert len(calls) - len(rt.deduper) == total
+        finally:
+            obs.testing.reset()
+
+
+_VOLATILE = {"timestamp", "first_seen", "last_seen", "code.line.number"}
+
+
+class TestThreads:
+    def test_exact_counts_under_threads(self, configure_json: Configure) -> None:
+        """8 threads repeating the same call: one line, every other call counted once."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        dropin = init_logger("fast.dropin")
+        threads, per_thread = 8, 2000
+        barrier = threading.Barrier(threads)
+
+        def work() -> None:
+            barrier.wait()
+            for _ in range(per_thread):
+                log.warning_once("evt", n=1)
+                dropin.warning_once("x %s", 1)
+
+        pool = [threading.Thread(target=work) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert ["evt", "x %s"] == sorted(r["event"] for r in read())
+        counts = _summaries(read)
+        assert [threads * per_thread - 1] * 2 == sorted(counts.values())
+
+
+class TestInvalidation:
+    def test_reconfigure_starts_an_empty_table(self, configure_json: Configure) -> None:
+        """A new runtime has a new table; the deduper (kept) still counts the repeats."""
+        configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.warning_once("evt")
+        assert 1 == _table_size()
+        read = configure_json()
+        assert 0 == _table_size()
+        log.warning_once("evt")
+        assert [] == read()
+
+    def test_shutdown_empties_the_table(self, configure_json: Configure) -> None:
+        """``obs.shutdown()`` drops the snapshots."""
+        configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.warning_once("evt")
+        obs.shutdown()
+        assert 0 == _table_size()
+
+    def test_rank_change_is_seen(
+        self, configure_json: Configure, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """After the rank info changes to a non-first local rank, a repeat is neither
+        written nor counted (the scope decides again, as on the full path)."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.info_once("evt")
+        read()
+        monkeypatch.setenv("RANK", "1")
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        assert STATE.runtime is not None
+        STATE.runtime.resolver.refresh()
+        for _ in range(5):
+            log.info_once("evt")
+        assert {"fast:20:evt": 2} == _summaries(read)
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+    def test_fork_drops_the_table(self, configure_json: Configure) -> None:
+        """In a forked child the rank info is recomputed, so the parent's snapshots are
+        not used: the child's first repeat goes the full path (and is still suppressed)."""
+        configure_json()
+        log = obs.get_logger("fast")
+        for _ in range(3):
+            log.warning_once("evt")
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                rt = STATE.runtime
+                assert rt is not None
+                before = rt.resolver.current() is rt.once_cache._info
+                log.warning_once("evt")
+                os.write(
+                    write_fd,
+                    json.dumps([before, rt.deduper.suppressed(("fast", 30, "evt"))]).encode(),
+                )
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        os.waitpid(pid, 0)
+        with os.fdopen(read_fd) as f:
+            assert [False, 3] == json.load(f)
+
+
+class TestBounds:
+    def test_snapshots_per_event_and_events_are_bounded(self, configure_json: Configure) -> None:
+        """At most PER_EVENT snapshots per event and MAX_EVENTS events are held."""
+        configure_json(dedup_capacity=100_000)
+        log = obs.get_logger("fast")
+        for i in range(PER_EVENT * 3):
+            log.warning_once("evt", i=i)
+            log.warning_once("evt", i=i)
+        assert PER_EVENT == _table_size()
+        for i in range(MAX_EVENTS + 10):
+            log.warning_once(f"e{i}")
+            log.warning_once(f"e{i}")
+        assert _table_size() <= MAX_EVENTS + PER_EVENT
+
+    def test_overflow_repeats_are_not_remembered(self, configure_json: Configure) -> None:
+        """Keys past the dedup capacity have no entry of their own: never in the table."""
+        configure_json(dedup_capacity=1)
+        log = obs.get_logger("fast")
+        log.warning_once("kept")
+        for _ in range(3):
+            log.warning_once("other")
+        assert 0 == _table_size()
+
+
+def test_stdlib_logger_level_still_checked(configure_json: Configure) -> None:
+    """The drop-in's level check comes before the table (a quiet logger stays quiet)."""
+    read = configure_json()
+    logger = init_logger("fast.quiet")
+    for _ in range(3):
+        logger.warning_once("x %s", 1)
+    logging.getLogger("fast.quiet").setLevel(logging.ERROR)
+    try:
+        logger.warning_once("x %s", 1)
+    finally:
+        logging.getLogger("fast.quiet").setLevel(logging.NOTSET)
+    read()
+    assert {"fast.quiet:30:x %s 0=1": 2} == _summaries(read)
