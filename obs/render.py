@@ -103,8 +103,13 @@ _I64 = (-(2**63), 2**63 - 1)
 
 
 def _has_nonfinite(event_dict: EventDict) -> bool:
-    """True when a top-level float is NaN or infinite (orjson writes those as ``null``)."""
-    return any(type(v) is float and v - v != 0.0 for v in event_dict.values())
+    """True when a top-level float is NaN or infinite (orjson writes those as ``null``).
+
+    A plain loop, not ``any(genexpr)``: half the cost, paid on every line with a ``null``."""
+    for v in event_dict.values():
+        if type(v) is float and v - v != 0.0:
+            return True
+    return False
 
 
 def _control_value(key: str, value: Any) -> Any:
