@@ -7,11 +7,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import obs
+from obs._fields import CONTROL_SET
 from obs.render import (
     CONSOLE_VALUE_MAX,
     EVENT_COLUMN,
@@ -20,6 +22,8 @@ from obs.render import (
     JSONRenderer,
     ShortPaths,
     TimeStamper,
+    _escape_breaks,
+    _safe_dict,
     strip_control_keys,
 )
 
@@ -343,3 +347,18 @@ class TestInvisibleCharacters:
         assert ch not in line
         escaped = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
         assert 3 <= line.count(escaped)
+
+
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=8).filter(lambda k: k not in CONTROL_SET),
+        st.one_of(st.none(), st.floats(), st.integers(-(2**40), 2**40), st.just("/dev/null")),
+        max_size=6,
+    )
+)
+def test_null_fast_path_matches_safe_copy(fields: dict[str, object]) -> None:
+    """A ``null`` in the output (None, NaN, inf, the text "/dev/null") gives the bytes the
+    safe copy gives: the float check after a null never lets NaN/inf through as null."""
+    ed = {"event": "e", **fields}
+    expect = _escape_breaks(orjson.dumps(_safe_dict(ed, None)))
+    assert JSONRenderer.dumps(ed) == expect
