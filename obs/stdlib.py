@@ -45,7 +45,9 @@ from obs._bridge import (
     HANDLED,
     ObsHandler,
     adopt_consoles,
+    install_bridge,
     log_record,
+    remove_bridge,
 )
 from obs._config import STATE
 from obs.dedup import OVERFLOW
@@ -181,3 +183,7 @@ def init_logger(name: str) -> VllmLogger:
     for method_name, method in _ONCE_METHODS.items():
         setattr(logger, method_name, MethodType(method, logger))
     return cast("VllmLogger", logger)
+
+
+#: Internal since issue 14 (they take obs' holder); still importable from here for old code.
+_LEGACY = (install_bridge, remove_bridge)
