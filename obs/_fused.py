@@ -18,10 +18,11 @@ import time
 from operator import length_hint
 from typing import TYPE_CHECKING, Any
 
-from obs._fields import CALL_KEYWORDS, CONTROL_SET
+from obs._fields import CONTROL_SET
 from obs.callsite import AddCallsite
 from obs.context import any_bound
-from obs.encode import MAX_STR, Redactor
+from obs.dedup import NOT_PLAIN
+from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
 from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
 from obs.render import PIPE_LINE_MAX, JSONRenderer, TimeStamper, fit_line
 
@@ -30,8 +31,7 @@ if TYPE_CHECKING:
     from obs._runtime import Runtime
 
 #: Keywords the chain treats specially: a call with one takes the chain.
-_NOT_PLAIN = CONTROL_SET | frozenset(CALL_KEYWORDS) | {"stage", "body"}
-_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+_NOT_PLAIN = CONTROL_SET | NOT_PLAIN
 _line = JSONRenderer.line_bytes
 
 
@@ -62,7 +62,7 @@ class FusedLine:
         if kw:
             types = set(map(type, kw.values()))
             if not (
-                _PLAIN_TYPES.issuperset(types)
+                PLAIN_TYPES.issuperset(types)
                 and _NOT_PLAIN.isdisjoint(kw)
                 and max(map(length_hint, kw.values())) < MAX_STR
                 and self._redactor._safe.issuperset(kw)

@@ -43,7 +43,7 @@ from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import NOT_PLAIN, OVERFLOW, Dedup, Deduper, OnceCache, make_key
-from obs.encode import MAX_STR, Redactor, safe_repr, scrub_text
+from obs.encode import MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
 from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
 from obs.render import (
@@ -66,7 +66,6 @@ _NEVER = 1 << 30
 #: Fields the chain owns: a caller's field of that name is kept as ``user.<name>``.
 CONTROL_KEYS = CONTROL_SET
 _CALL_CONTROL = CONTROL_KEYS - CALL_KEYWORDS
-_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _line = JSONRenderer.line_bytes
 
 
@@ -209,7 +208,7 @@ class Runtime:
             ed.update(kw if _CALL_CONTROL.isdisjoint(kw) else user_fields(kw, CALL_KEYWORDS))
             if flat:  # plain_values(kw), inlined: two C-level passes
                 values = kw.values()
-                flat = _PLAIN_TYPES.issuperset(map(type, values)) and (
+                flat = PLAIN_TYPES.issuperset(map(type, values)) and (
                     max(map(length_hint, values)) < MAX_STR
                 )
         ed["_obs_level"] = level

@@ -32,7 +32,7 @@ from structlog import DropEvent
 from structlog.typing import EventDict, WrappedLogger
 
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
-from obs.encode import REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
+from obs.encode import PLAIN_TYPES, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 
 if TYPE_CHECKING:
     from obs.rank import RankInfo, RankResolver
@@ -430,8 +430,6 @@ class Dedup:
 
 #: Keywords that change how a call is scoped or keyed: such calls take the full path.
 NOT_PLAIN = frozenset(CALL_KEYWORDS) | {"stage", "body"}
-#: Exact value types a snapshot may hold (their == is exact once the types match).
-_PLAIN = frozenset({str, int, float, bool, type(None)})
 _MAX_KEYS = 4096
 _PER_EVENT = 4
 
@@ -505,7 +503,9 @@ class OnceCache:
             return
         is_dict = type(args) is dict
         values = tuple(args.values()) if is_dict else tuple(args)
-        if not _PLAIN.issuperset(map(type, values)) or (is_dict and not NOT_PLAIN.isdisjoint(args)):
+        if not PLAIN_TYPES.issuperset(map(type, values)) or (
+            is_dict and not NOT_PLAIN.isdisjoint(args)
+        ):
             return
         if any(v != v or (type(v) is str and len(v) > _LONG) for v in values):  # noqa: PLR0124
             return  # NaN never equals itself; a long text is keyed by hash, not compared

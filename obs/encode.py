@@ -19,6 +19,7 @@ __all__ = [
     "MAX_KEY",
     "MAX_STR",
     "MAX_WALK",
+    "PLAIN_TYPES",
     "REDACTED",
     "SECRET_PAIRS",
     "SECRET_WORDS",
@@ -202,7 +203,7 @@ def _redact_pair(match: re.Match[str]) -> str:
     return f"{name}{match.group(2)}{REDACTED}"
 
 
-_PLAIN_TYPES = frozenset(_SCALARS)
+PLAIN_TYPES = frozenset(_SCALARS)
 
 
 def plain_values(fields: Mapping[str, Any]) -> bool:
@@ -212,7 +213,7 @@ def plain_values(fields: Mapping[str, Any]) -> bool:
     Two C-level passes, so the common event pays a few hundred nanoseconds for it.
     """
     values = fields.values()
-    return _PLAIN_TYPES.issuperset(map(type, values)) and (
+    return PLAIN_TYPES.issuperset(map(type, values)) and (
         not values or max(map(length_hint, values)) < MAX_STR
     )
 

@@ -251,14 +251,32 @@ class TestPrecedence:
         assert {} == differ
 
     @pytest.mark.parametrize(
-        "row", [r for r in SETTINGS if r.variables], ids=lambda r: r.variables[0]
+        "row",
+        [r for r in SETTINGS if r.variables and not isinstance(r.default, Derived)],
+        ids=lambda r: r.variables[0],
     )
     def test_unset_variables_give_the_default(self, row: Setting) -> None:
         """With none of its variables set, a field takes its row's default."""
         if row.field is None:
             assert row.default == read_variable(row.variables[0], env={})
-        elif not isinstance(row.default, Derived):
+        else:
             assert row.default == getattr(load_settings({}, env={}), row.field)
+
+    def test_derived_defaults_follow_what_they_derive_from(self) -> None:
+        """Derived defaults: the exporter follows the endpoint, service.name the resource
+        attributes, the logs flag the variable the endpoint came from."""
+        plain = load_settings({}, env={})
+        env = {
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://c:4318/v1/logs",
+            "OTEL_RESOURCE_ATTRIBUTES": "service.name=svc",
+        }
+        derived = load_settings({}, env=env)
+        assert ("none", False) == (plain.logs_exporter, plain.otlp_endpoint_is_logs)
+        assert ("otlp", True, "svc") == (
+            derived.logs_exporter,
+            derived.otlp_endpoint_is_logs,
+            derived.service_name,
+        )
 
     def test_lax_loading_falls_back_to_the_next_variable(self) -> None:
         """On the lazy path a bad logs-specific value is reported and the general one used."""
