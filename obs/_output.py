@@ -1,11 +1,14 @@
 """Where rendered lines go: the console stream and the JSON-lines file.
 
-Every line leaves in one ``write`` of whole bytes: threads are serialised by one lock per
-stream (shared by every runtime, so a reconfiguration cannot interleave either), and the
-file is opened ``O_APPEND`` so processes sharing it never interleave inside a line. The
-stream is looked up on each write (redirection works); when it has a file descriptor the
-bytes go straight to it after the text layer is flushed, so a 10 KB line is never split
-by the text layer's buffer.
+Every line leaves whole. Threads never wait on each other to log: a line is queued on its
+sink's :class:`Combiner` and whichever thread holds the sink's lock writes every queued
+line, several per ``write`` (a caller that finds the lock taken returns at once; the holder
+re-checks after it lets go, so no line is stranded). Chunks are cut at line ends and, on a
+pipe or socket, kept within ``PIPE_BUF`` so the kernel keeps them whole against other
+processes; the file is opened ``O_APPEND`` so processes sharing it never interleave inside a
+line. The stream is looked up on each write (redirection works); when it has a file
+descriptor the bytes go straight to it after the text layer is flushed, so a 10 KB line is
+never split by the text layer's buffer.
 
 The file is a shipping sink: it is created 0600, reopened when logrotate renames it (its
 inode changes), and never closed while a thread may still write to it: it closes when the
@@ -14,7 +17,16 @@ last runtime holding it is gone.
 
 from __future__ import annotations
 
-__all__ = ["FileSink", "Output", "StreamSink", "build_output", "colors_ok", "console_line"]
+__all__ = [
+    "Combiner",
+    "FileSink",
+    "Output",
+    "StreamSink",
+    "build_output",
+    "chunks",
+    "colors_ok",
+    "console_line",
+]
 
 import os
 import stat
@@ -22,18 +34,22 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from structlog.typing import EventDict
 
 from obs.rank import RankInfo
-from obs.render import ConsoleRenderer
+from obs.render import PIPE_LINE_MAX, ConsoleRenderer
 from obs.settings import Settings
 
-#: One lock per stream name: every runtime writing to ``sys.stderr`` shares it.
-_STREAM_LOCKS = {"stderr": threading.Lock(), "stdout": threading.Lock()}
 _REOPEN_CHECK_SECONDS = 1.0
+#: The most bytes one ``write`` carries to a regular file or a terminal.
+CHUNK_MAX = 1 << 16
+#: Queued lines past which a caller waits for the writer (backpressure on a slow reader).
+QUEUE_MAX = 4096
+_BACKPRESSURE_SECONDS = 1.0
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -44,61 +60,116 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
-class StreamSink:
-    """``sys.stderr``/``sys.stdout`` (looked up per write), one whole line per write."""
+def chunks(lines: list[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
+    """``lines`` joined into chunks of at most ``limit`` bytes, each cut at a line end (a
+    longer line goes alone), with the number of lines in each."""
+    start, size = 0, 0
+    for i, line in enumerate(lines):
+        if size and size + len(line) > limit:
+            yield b"".join(lines[start:i]), i - start
+            start, size = i, 0
+        size += len(line)
+    if start < len(lines):
+        yield b"".join(lines[start:]), len(lines) - start
 
-    __slots__ = ("_fd", "_lock", "_name", "_pipe", "_stream")
+
+class Combiner:
+    """Lines queued by any thread, written by whichever thread holds the lock.
+
+    ``submit`` never blocks on another thread's write (unless :data:`QUEUE_MAX` lines are
+    already waiting behind a slow reader), and is safe in a signal handler or finaliser:
+    the queue is a ``deque`` and the lock is only tried.
+    """
+
+    __slots__ = ("__weakref__", "_emit", "_lock", "_queue")
+
+    def __init__(self, emit: Callable[[list[bytes]], int]) -> None:
+        self._emit = emit  # writes a batch, returns how many of its lines failed
+        self._lock = threading.Lock()
+        self._queue: deque[bytes] = deque()
+        _AFTER_FORK.add(self)
+
+    def submit(self, line: bytes) -> int:
+        """Queue ``line`` and write what is queued if no other thread is; the number of
+        lines that failed in the batches this call wrote."""
+        queue, lock = self._queue, self._lock
+        queue.append(line)
+        failed = 0
+        while queue:
+            # Past QUEUE_MAX wait a little for the writer (a slow reader holds it up); never
+            # forever, so even a nested call could not hang on its own thread's lock.
+            wait = _BACKPRESSURE_SECONDS if len(queue) > QUEUE_MAX else 0
+            if not (lock.acquire(timeout=wait) if wait else lock.acquire(blocking=False)):
+                return failed  # the holder writes it: it looks again after releasing
+            try:
+                batch = [queue.popleft() for _ in range(len(queue))]
+                failed += self._emit(batch)
+            finally:
+                lock.release()
+        return failed
+
+    def locked(self) -> Any:
+        """The lock, for changes that must not race a write (reopening the file)."""
+        return self._lock
+
+    def _after_fork(self) -> None:
+        # A thread of the parent may have held the lock: the child would wait forever.
+        # Lines queued by the parent's threads are the parent's to write.
+        self._lock = threading.Lock()
+        self._queue.clear()
+
+
+class _Registry:
+    """Every combiner, reset in a forked child (one hook, registered on first use)."""
+
+    def __init__(self) -> None:
+        self._items: weakref.WeakSet[Combiner] = weakref.WeakSet()
+        self._hooked = False
+
+    def add(self, combiner: Combiner) -> None:
+        if not self._hooked and hasattr(os, "register_at_fork"):
+            self._hooked = True
+            os.register_at_fork(after_in_child=self._after_fork)
+        self._items.add(combiner)
+
+    def _after_fork(self) -> None:
+        for combiner in list(self._items):
+            combiner._after_fork()
+
+
+_AFTER_FORK = _Registry()
+
+
+class StreamSink:
+    """``sys.stderr``/``sys.stdout`` (looked up per write), whole lines per write."""
+
+    __slots__ = ("_combiner", "_name", "_seen")
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._lock = _STREAM_LOCKS[name]
-        self._stream: Any = None
-        self._fd = -1
-        self._pipe = False
+        #: One combiner per stream name: every runtime writing to ``sys.stderr`` shares it,
+        #: so a reconfiguration cannot interleave either.
+        self._combiner = _stream_combiner(name)
+        self._seen: tuple[Any, int, bool] = (None, -1, False)  # (stream, fd, is a pipe)
 
     def stream(self) -> Any:
         """The stream written to now."""
         return getattr(sys, self._name)
 
-    def _fd_of(self, stream: Any) -> int:
-        if stream is not self._stream:
-            fd, pipe = -1, False
-            try:
-                fd = stream.fileno() if hasattr(stream, "buffer") else -1
-                if fd >= 0:
-                    mode = os.fstat(fd).st_mode
-                    pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-            except Exception:
-                fd = -1
-            self._stream, self._fd, self._pipe = stream, fd, pipe
-        return self._fd
-
     def is_pipe(self) -> bool:
         """True when the stream is a pipe or socket: the kernel keeps a write whole there
         only up to PIPE_BUF bytes, so longer lines must be cut to stay whole."""
-        try:
-            stream = getattr(sys, self._name)
-            if stream is not self._stream:
-                with self._lock:
-                    self._fd_of(stream)
-        except Exception:
-            return False
-        else:
-            return self._pipe
+        stream = getattr(sys, self._name, None)
+        if stream is not self._seen[0]:
+            self._seen = (stream, *_describe(stream))  # one tuple: read without a lock
+        return self._seen[2]
 
     def write(self, data: bytes) -> bool:
-        """Write one line (bytes, newline included); False when it could not be written."""
-        stream = getattr(sys, self._name)
-        if stream is None:
+        """Write one line (bytes, newline included); False when it (or a line it wrote for
+        another thread) could not be written."""
+        if getattr(sys, self._name) is None:
             return False
-        with self._lock:  # never taken re-entrantly: the runtime defers nested calls
-            fd = self._fd if stream is self._stream else self._fd_of(stream)
-            if fd >= 0:
-                stream.flush()  # what the app printed before comes first
-                _write_all(fd, data)
-            else:  # a text stream without a descriptor (pytest's capture, StringIO)
-                stream.write(data.decode("utf-8", "replace"))
-            return True
+        return not self._combiner.submit(data)
 
     def flush(self) -> None:
         """Flush the stream's text layer (never raises)."""
@@ -110,29 +181,92 @@ class StreamSink:
             return
 
 
+def _describe(stream: Any) -> tuple[int, bool]:
+    """The stream's file descriptor (-1 for a text stream without one) and whether it is a
+    pipe or socket."""
+    try:
+        fd = stream.fileno() if hasattr(stream, "buffer") else -1
+        if fd < 0:
+            return -1, False
+        mode = os.fstat(fd).st_mode
+    except Exception:
+        return -1, False
+    return fd, stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
+    """Write ``lines`` in whole-line chunks of at most ``limit`` bytes; the lines that failed."""
+    failed = 0
+    for chunk, count in chunks(lines, limit):
+        try:
+            _write_all(fd, chunk)
+        except Exception:
+            failed += count
+    return failed
+
+
+def _stream_emitter(name: str) -> Callable[[list[bytes]], int]:
+    """Write a batch of lines to ``sys.<name>``; the number of lines that failed."""
+    seen: list[Any] = [None, -1, False]  # only touched under the combiner's lock
+
+    def emit(lines: list[bytes]) -> int:
+        try:
+            stream = getattr(sys, name)
+            if stream is None:
+                return len(lines)
+            if stream is not seen[0]:
+                seen[:] = [stream, *_describe(stream)]
+            fd, pipe = seen[1], seen[2]
+            if fd >= 0:
+                stream.flush()  # what the app printed before comes first
+            else:  # a text stream without a descriptor (pytest's capture, StringIO)
+                stream.write(b"".join(lines).decode("utf-8", "replace"))
+                return 0
+        except Exception:
+            return len(lines)
+        return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX)
+
+    return emit
+
+
+_STREAMS: dict[str, Combiner] = {}
+_STREAMS_LOCK = threading.Lock()
+
+
+def _stream_combiner(name: str) -> Combiner:
+    """The one combiner of ``sys.<name>``, made on first use (nothing happens at import)."""
+    with _STREAMS_LOCK:
+        combiner = _STREAMS.get(name)
+        if combiner is None:
+            combiner = _STREAMS[name] = Combiner(_stream_emitter(name))
+        return combiner
+
+
 class FileSink:
     """An ``O_APPEND`` JSON-lines file, reopened when its path's inode changes."""
 
     __slots__ = (
         "__weakref__",
+        "_combiner",
         "_fd",
+        "_fifo",
         "_finalizer",
         "_force",
         "_id",
-        "_lock",
         "_next_check",
         "path",
     )
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._lock = threading.Lock()
         self._fd = -1
+        self._fifo = False
         self._id: tuple[int, int] = (0, 0)
         self._finalizer: Any = None
         self._next_check = 0.0
         self._force = False
         self._open()
+        self._combiner = Combiner(self._emit)
 
     def _open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
@@ -147,6 +281,7 @@ class FileSink:
             os.close(fd)
             raise IsADirectoryError(f"{self.path} is not a regular file")
         old, self._fd = self._fd, fd
+        self._fifo = stat.S_ISFIFO(st.st_mode)
         self._id = (st.st_dev, st.st_ino)
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -163,16 +298,21 @@ class FileSink:
             return True  # renamed away and not recreated yet: start a new file
         return (st.st_dev, st.st_ino) != self._id
 
-    def write(self, data: bytes) -> bool:
-        """Append one line; False when it could not be written."""
-        with self._lock:
+    def _emit(self, lines: list[bytes]) -> int:
+        """Append a batch (under the combiner's lock); the number of lines that failed."""
+        try:
             if time.monotonic() >= self._next_check:
                 self._next_check = time.monotonic() + _REOPEN_CHECK_SECONDS
                 if self._force or self._rotated():
                     self._force = False
                     self._open()
-            _write_all(self._fd, data)
-            return True
+        except Exception:
+            return len(lines)
+        return _write_chunks(self._fd, lines, PIPE_LINE_MAX if self._fifo else CHUNK_MAX)
+
+    def write(self, data: bytes) -> bool:
+        """Append one line; False when it (or a line written with it) could not be written."""
+        return not self._combiner.submit(data)
 
     def request_reopen(self) -> None:
         """Reopen the path before the next line (safe in a signal handler: no lock, no I/O)."""
@@ -181,13 +321,11 @@ class FileSink:
 
     def reopen(self) -> None:
         """Reopen the path now (after a SIGHUP or an external rotation)."""
-        with self._lock:
+        with self._combiner.locked():
             self._open()
 
 
 def _is_regular_or_char(mode: int) -> bool:
-    import stat  # noqa: PLC0415 - tiny, only on open
-
     return stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
