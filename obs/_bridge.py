@@ -31,15 +31,14 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from structlog.typing import EventDict
-
-from obs._fields import new_event_dict
+from obs._fields import new_event_dict, user_fields
 from obs._format import format_body, plain_text, safe_text
 from obs.encode import MAX_KEY, MAX_STR, safe_repr
-from obs.render import user_fields
 from obs.settings import DEFAULT_ADOPT_LOGGERS
 
 if TYPE_CHECKING:
+    from structlog.typing import EventDict
+
     from obs._runtime import Runtime
 
 

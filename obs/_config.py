@@ -1,7 +1,8 @@
 """Global state department: the one module-level holder of the current runtime.
 
 Everything else hangs off the :class:`Runtime` it holds; ``reset()`` puts it back to the
-unconfigured state for tests.
+unconfigured state for tests. The runtime's modules (the renderer, orjson, the bridge, obs'
+own events) load on first use, not at ``import obs``.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ import atexit
 import dataclasses
 import logging
 import signal
+import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from obs._bridge import install_bridge, remove_bridge
-from obs._own_events import ObsExportProvider, ObsInternalError
-from obs._runtime import Runtime, build_output
-from obs._seams import SinkFactory, default_sink_factory
+from obs._seams import default_sink_factory
 from obs.errors import ConfigError
-from obs.rank import RankResolver
 from obs.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from obs._runtime import Runtime
+    from obs._seams import SinkFactory
 
 
 def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
@@ -67,6 +69,9 @@ class Holder:
         """
         with self._lock:
             if self.runtime is None:
+                from obs._own_events import ObsInternalError  # noqa: PLC0415 - on first use
+                from obs._runtime import Runtime  # noqa: PLC0415 - on first use
+
                 errors: list[ConfigError] = []
                 settings = load_settings({}, errors=errors)
                 try:
@@ -108,6 +113,10 @@ class Holder:
         that cannot be opened. Threads logging meanwhile write every line once: the file
         is handed over open when the path stays the same, and never closed under a writer.
         """
+        from obs._bridge import install_bridge, remove_bridge  # noqa: PLC0415 - on first use
+        from obs._runtime import Runtime, build_output  # noqa: PLC0415 - on first use
+        from obs.rank import RankResolver  # noqa: PLC0415 - on first use
+
         settings = load_settings(overrides)
         keep_root = False
         if "level" not in settings.sources:  # OBS_LEVEL unset: follow the app's root level
@@ -163,7 +172,9 @@ class Holder:
     def reset(self) -> None:
         """Back to unconfigured: shut the runtime down quickly and remove the bridge."""
         with self._lock:
-            remove_bridge(self)
+            bridge = sys.modules.get("obs._bridge")  # not loaded: no obs handler anywhere
+            if bridge is not None:
+                bridge.remove_bridge(self)
             old, self.runtime = self.runtime, None
             self.level = 0
             if old is not None:
@@ -205,6 +216,8 @@ def _report_global_provider(runtime: Runtime, settings: Settings) -> None:
     """Say which provider exports: the application's global OTel LoggerProvider wins (its
     exporters and endpoint), so obs' own OTLP settings are not used; a WARNING when some
     were given, since they would otherwise be ignored silently."""
+    from obs._own_events import ObsExportProvider  # noqa: PLC0415 - on first use
+
     ignored = settings.otlp_endpoint is not None
     runtime.report(
         ObsExportProvider(provider="global"),

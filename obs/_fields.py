@@ -18,6 +18,7 @@ __all__ = [
     "PRIVATE_PREFIX",
     "Field",
     "new_event_dict",
+    "user_fields",
 ]
 
 from typing import Any, NamedTuple
@@ -107,4 +108,14 @@ def new_event_dict(event: object, body: object, logger: object) -> dict[str, Any
         "event": event,
         "body": body,
         "logger": logger,
+    }
+
+
+def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``fields`` with each control-field name (but ``allowed``) renamed ``user.<name>``:
+    a caller's value never overwrites a field the chain owns."""
+    if CONTROL_SET.isdisjoint(fields):
+        return fields
+    return {
+        f"user.{k}" if k in CONTROL_SET and k not in allowed else k: v for k, v in fields.items()
     }

@@ -12,9 +12,7 @@ __all__ = ["write_unprocessed"]
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
-
-from structlog.typing import EventDict
+from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTROL_SET
 from obs._output import Output
@@ -23,6 +21,9 @@ from obs.encode import Redactor, safe_repr, to_jsonable
 from obs.levels import NAME_BY_LEVEL, level_name, severity_number
 from obs.rank import RankResolver
 from obs.render import JSONRenderer, TimeStamper
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict
 
 _KEEP = frozenset({"event", "body", "logger", "stage"})
 

@@ -14,8 +14,8 @@ __all__ = ["BoundLogger"]
 import logging
 from typing import TYPE_CHECKING, Any
 
+from obs._fields import user_fields
 from obs.encode import plain_values
-from obs.render import user_fields
 
 if TYPE_CHECKING:
     from obs._config import Holder

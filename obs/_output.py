@@ -36,13 +36,14 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
-
-from structlog.typing import EventDict
+from typing import TYPE_CHECKING, Any
 
 from obs.rank import RankInfo
 from obs.render import PIPE_LINE_MAX, ConsoleRenderer
 from obs.settings import Settings
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict
 
 _REOPEN_CHECK_SECONDS = 1.0
 #: The most bytes one ``write`` carries to a regular file or a terminal.

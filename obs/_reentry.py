@@ -10,11 +10,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from structlog.typing import EventDict
-
 from obs.callsite import AddCallsite
 
 if TYPE_CHECKING:
+    from structlog.typing import EventDict
+
     from obs._runtime import Runtime
 
 #: Events deferred by re-entrant calls on one thread before further ones are counted.

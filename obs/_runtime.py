@@ -22,9 +22,7 @@ from collections.abc import Callable, Sequence
 from operator import length_hint
 from typing import TYPE_CHECKING, Any, Literal
 
-from structlog import DropEvent
-from structlog.typing import EventDict, Processor
-
+from obs import errors
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
 from obs._fields import CONTROL_SET, new_event_dict
 from obs._format import format_body, plain_text
@@ -60,6 +58,8 @@ from obs.settings import Settings
 from obs.severity import DEFAULT_POLICY, StagePolicy, TagSeverity
 
 if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor
+
     from obs._logger import BoundLogger
 
 _NEVER = 1 << 30
@@ -395,7 +395,7 @@ class Runtime:
             for processor in self.processors:
                 event_dict = processor(None, method, event_dict)  # type: ignore[assignment]
             self._write(event_dict)
-        except DropEvent:
+        except errors.DropEvent:
             pass
         except Exception as exc:
             self._fallback_write(event_dict, exc)
@@ -588,7 +588,7 @@ class Runtime:
             for processor in self.processors:
                 ed = processor(None, METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
             self._write(ed)
-        except DropEvent:
+        except errors.DropEvent:
             return
         except Exception:
             self.unreported_errors += 1

@@ -12,9 +12,9 @@ __all__ = ["ExportProcessor", "Report", "SinkFactory", "default_sink_factory"]
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from structlog.typing import EventDict, WrappedLogger
-
 if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
+
     from obs.rank import RankResolver
     from obs.settings import Settings
 

@@ -19,8 +19,11 @@ __all__ = ["DEFAULT_IGNORES", "AddCallsite"]
 import sys
 from collections.abc import Iterable
 from types import CodeType, FrameType
+from typing import TYPE_CHECKING
 
-from structlog.typing import EventDict, WrappedLogger
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
+
 
 DEFAULT_IGNORES: tuple[str, ...] = ("obs", "structlog", "logging")
 

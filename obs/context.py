@@ -9,16 +9,20 @@ is not a plain scalar clears the ``_obs_flat`` mark, so nested secrets are still
 
 from __future__ import annotations
 
-__all__ = ["any_bound", "merge_contextvars"]
+__all__ = ["STRUCTLOG_KEY_PREFIX", "any_bound", "merge_contextvars"]
 
 import contextvars
-
-from structlog.contextvars import STRUCTLOG_KEY_PREFIX
-from structlog.typing import EventDict, WrappedLogger
+from typing import TYPE_CHECKING
 
 from obs._fields import CONTROL_SET
 from obs.encode import plain_values
 
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
+
+#: The prefix of structlog's context variables (``structlog.contextvars``; a test checks
+#: it is structlog's): spelled here so ``import obs`` does not import structlog.
+STRUCTLOG_KEY_PREFIX = "structlog_"
 _PREFIX_LEN = len(STRUCTLOG_KEY_PREFIX)
 
 

@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from structlog import DropEvent
-from structlog.typing import EventDict, WrappedLogger
-
+from obs import errors
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
 from obs.encode import PLAIN_TYPES, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 
 if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
+
     from obs.rank import RankInfo, RankResolver
 
 Key = tuple[Any, ...]
@@ -397,7 +397,7 @@ class Dedup:
             logger=name,
         )
         if not admitted:
-            raise DropEvent
+            raise errors.DropEvent
         if admitted == OVERFLOW:
             event_dict["dedup_overflow"] = True
         return event_dict

@@ -44,9 +44,11 @@ import traceback
 from collections.abc import Iterable, Mapping
 from operator import length_hint
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from structlog.typing import EventDict, WrappedLogger
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
+
 
 REDACTED = "[REDACTED]"
 

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 __all__ = ["ConfigError", "DropEvent"]
 
-from structlog import DropEvent
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from structlog import DropEvent
+
+
+def __getattr__(name: str) -> Any:
+    """``DropEvent`` is structlog's own class (users' chains catch it), imported on first
+    use: ``import obs`` does not import structlog (half its import time is asyncio/ssl)."""
+    if name == "DropEvent":
+        from structlog import DropEvent  # noqa: PLC0415 - lazily, see above
+
+        globals()["DropEvent"] = DropEvent  # later lookups are plain attribute reads
+        return DropEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ConfigError(ValueError):

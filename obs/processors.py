@@ -22,9 +22,7 @@ from __future__ import annotations
 
 __all__ = ["StripInternal", "SyncLevel", "chain"]
 
-from typing import Any
-
-from structlog.typing import EventDict, WrappedLogger
+from typing import TYPE_CHECKING, Any
 
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
@@ -34,6 +32,9 @@ from obs.rank import RankResolver, add_rank_info
 from obs.render import TimeStamper, strip_control_keys
 from obs.scope import DecideScope
 from obs.severity import DEFAULT_POLICY, StagePolicy, TagSeverity
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 
 class StripInternal:

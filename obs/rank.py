@@ -12,13 +12,13 @@ __all__ = ["RankInfo", "RankResolver", "add_rank_info", "rank_from_env"]
 
 import dataclasses
 import os
-import socket
 import sys
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from structlog.typing import EventDict, WrappedLogger
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +188,7 @@ class RankResolver:
 
     def _compute(self, dist_state: object) -> RankInfo:
         env = os.environ if self._env is None else self._env
-        host = self._host if self._host is not None else socket.gethostname()
+        host = self._host if self._host is not None else _hostname()
         from_env = rank_from_env(env, host)
         if not dist_state:
             return from_env or RankInfo(host=host)
@@ -251,3 +251,9 @@ class add_rank_info:  # noqa: N801 - a processor, named like structlog's add_log
         event_dict.update(info._fields)  # type: ignore[attr-defined]
         event_dict["_obs_rank"] = info
         return event_dict
+
+
+def _hostname() -> str:
+    import socket  # noqa: PLC0415 - socket costs more to import than the rest of this module
+
+    return socket.gethostname()

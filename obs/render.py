@@ -22,14 +22,16 @@ import os
 import re
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from structlog.typing import EventDict, WrappedLogger
 
-from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS
+from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, user_fields
 from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, to_jsonable
 from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 _CONTROL = (
     "_obs_rank",
@@ -84,16 +86,6 @@ class TimeStamper:
 
 
 _CONTROL_SET = CONTROL_SET
-
-
-def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """``fields`` with each control-field name (but ``allowed``) renamed ``user.<name>``:
-    a caller's value never overwrites a field the chain owns."""
-    if _CONTROL_SET.isdisjoint(fields):
-        return fields
-    return {
-        f"user.{k}" if k in _CONTROL_SET and k not in allowed else k: v for k, v in fields.items()
-    }
 
 
 _INT_CONTROL = INT_FIELDS

@@ -13,11 +13,13 @@ __all__ = ["EXPECTED", "SCOPES", "DecideScope", "scope_allows", "scope_problem"]
 import itertools
 import logging
 from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING
 
-from structlog import DropEvent
-from structlog.typing import EventDict, WrappedLogger
-
+from obs import errors
 from obs.rank import RankInfo, RankResolver
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 SCOPES = ("global", "local", "process")
 
@@ -115,4 +117,4 @@ class DecideScope:
         if event_dict.get("_obs_level", 0) >= self._export_level:
             event_dict["_obs_console"] = False
             return event_dict
-        raise DropEvent
+        raise errors.DropEvent

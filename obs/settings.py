@@ -26,7 +26,6 @@ __all__ = [
 import dataclasses
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -152,6 +151,8 @@ class Setting:
 
 def _default_spool_dir() -> str:
     uid = os.getuid() if hasattr(os, "getuid") else 0
+    import tempfile  # noqa: PLC0415 - only when the spool path is derived
+
     return os.path.join(tempfile.gettempdir(), f"obs-spool-{uid}")
 
 

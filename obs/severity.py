@@ -22,8 +22,7 @@ __all__ = [
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-
-from structlog.typing import EventDict, WrappedLogger
+from typing import TYPE_CHECKING
 
 from obs.levels import (
     LEVEL_BY_METHOD,
@@ -32,6 +31,9 @@ from obs.levels import (
     level_name,
     severity_number,
 )
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 #: Kept for importers of the old names; the table lives in :mod:`obs.levels`.
 SEVERITY_NUMBERS = SEVERITY_BY_LEVEL

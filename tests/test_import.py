@@ -50,3 +50,47 @@ class TestImportIsLight:
     def test_probe_sees_heavy_imports(self) -> None:
         """The probe itself works: importing grpc shows up as loaded."""
         assert "grpc" in _loaded_after("import grpc")
+
+
+class TestImportIsLazy:
+    """Issue 15: ``import obs`` took as long as structlog plus the OTel logs SDK, most of it
+    ``structlog.stdlib`` (asyncio, ssl) and orjson; they now load on first use. This
+    failed on the commit before (structlog, asyncio, ssl and orjson were loaded)."""
+
+    def test_import_obs_loads_no_structlog_orjson_or_asyncio(self) -> None:
+        code = (
+            "import json, sys, obs\n"
+            "print(json.dumps(sorted(m for m in ('structlog', 'asyncio', 'ssl', 'orjson',"
+            " 'socket', 'tempfile', 'obs._runtime') if m in sys.modules)))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        )
+        assert [] == json.loads(out.stdout.strip().splitlines()[-1])
+
+    def test_the_first_log_call_loads_what_it_needs(self) -> None:
+        """Laziness costs nothing in behaviour: a log call right after import writes its line."""
+        code = "import obs\nobs.get_logger('x').warning('first_line', n=1)"
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        )
+        assert "first_line" in out.stderr
+
+    def test_drop_event_is_structlogs(self) -> None:
+        """obs.errors.DropEvent is structlog's class: users' structlog chains catch what obs'
+        processors raise."""
+        import structlog
+
+        from obs import errors
+
+        assert errors.DropEvent is structlog.DropEvent
+        with pytest.raises(AttributeError):
+            _ = errors.NoSuchThing  # type: ignore[attr-defined]
+
+    def test_context_prefix_is_structlogs(self) -> None:
+        """The context-variable prefix obs spells out is the one structlog binds with."""
+        import structlog.contextvars
+
+        from obs.context import STRUCTLOG_KEY_PREFIX
+
+        assert structlog.contextvars.STRUCTLOG_KEY_PREFIX == STRUCTLOG_KEY_PREFIX

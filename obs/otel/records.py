@@ -10,7 +10,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -19,13 +19,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.sdk.version import __version__ as _sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
-from structlog.typing import EventDict
 
 from obs._fields import OTEL_RECORD_FIELDS
 from obs.encode import format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict
 
 __all__ = [
     "CLASS_OF_LEVEL",

@@ -30,7 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import get_logger_provider
@@ -38,7 +38,6 @@ from opentelemetry.sdk._logs import LoggerProvider as SDKLoggerProvider
 from opentelemetry.sdk._logs.export import (
     LogRecordExporter,
 )
-from structlog.typing import EventDict, WrappedLogger
 
 from obs._spool import Spool, service_dir
 from obs.otel import transport
@@ -50,6 +49,9 @@ from obs.otel.worker import ExportWorker
 from obs.rank import RankResolver
 from obs.settings import Settings
 from obs.settings import _default_spool_dir as default_spool_dir
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 __all__ = ["ExportSink", "build_export_sink", "make_spool"]
 
