@@ -436,16 +436,23 @@ _PER_EVENT = 4
 Snapshot = tuple[Any, tuple[Any, ...], int, str, "_Entry"]
 
 
+_UNSEEN = object()
+
+
 class OnceCache:
     """Per runtime: event -> the last few (arguments, their types, level, logger, entry)."""
 
-    __slots__ = ("_deduper", "_info", "_resolver", "_table", "enabled")
+    __slots__ = ("_deduper", "_info", "_pg", "_resolver", "_table", "_world", "enabled")
 
     def __init__(self, deduper: Deduper, resolver: RankResolver) -> None:
         self._deduper = deduper
         self._resolver = resolver
         self._table: dict[object, list[Snapshot]] = {}
         self._info: RankInfo | None = None
+        #: torch's process-group holder and the default group the info was computed for:
+        #: a hit compares them inline (one attribute read) instead of probing the resolver.
+        self._world: Any = None
+        self._pg: object = None
         #: Off without a GIL: the deduper's lock-free count is what makes a hit cheap.
         self.enabled = deduper.lockfree
 
@@ -462,17 +469,20 @@ class OnceCache:
             rows = self._table.get(event)
             if rows is None:
                 return False
-            if self._resolver.current() is not self._info:
+            world = self._world
+            if (
+                world is None or world._default_pg is not self._pg or self._resolver.stale
+            ) and not self._sync():
                 self._table.clear()  # the rank changed: scopes must be decided again
                 return False
-            for snap, types, row_level, row_name, entry in rows:
+            for snap, types, row_level, row_name, entry in rows:  # noqa: B007 - used after
                 if snap == args and row_level == level and row_name == name:
                     if type(args) is dict:
                         for key, cls in types:
                             if type(args[key]) is not cls:
                                 break
                         else:
-                            return self._count(entry)
+                            break
                     else:
                         i = 0  # an index walk: cheaper than zip() per call
                         for value in args:
@@ -480,13 +490,12 @@ class OnceCache:
                                 break
                             i += 1  # noqa: SIM113 - enumerate() costs an object per call
                         else:
-                            return self._count(entry)
+                            break
+            else:
+                return False
         except Exception:
             return False
-        return False
-
-    def _count(self, entry: _Entry) -> bool:
-        """Count a repeat on the deduper's own entry, as :meth:`Deduper.repeat` does."""
+        # Counted on the deduper's own entry, as Deduper.repeat does (inlined: a frame less).
         deduper = self._deduper
         now = deduper._clock()
         next(entry.fast)  # the deduper's own lock-free count: exact and shared
@@ -510,10 +519,8 @@ class OnceCache:
         if any(v != v or (type(v) is str and len(v) > _LONG) for v in values):  # noqa: PLR0124
             return  # NaN never equals itself; a long text is keyed by hash, not compared
         table = self._table
-        info = self._resolver.current()
-        if info is not self._info:
+        if not self._sync():
             table.clear()
-            self._info = info
         if len(table) >= _MAX_KEYS and event not in table:
             return
         rows = table.setdefault(event, [])
@@ -526,7 +533,24 @@ class OnceCache:
             snap, types = tuple(args), tuple(map(type, args))
         rows.append((snap, types, level, name, entry))
 
+    def _sync(self) -> bool:
+        """Take the resolver's rank info now; False when it is not what the table was
+        built for. Records the process group it was computed for, read before the probe so
+        that a change after it is seen on the next hit."""
+        resolver = self._resolver
+        world = resolver.world
+        pg = getattr(world, "_default_pg", None)
+        info = resolver.current()
+        if resolver.world is not world:  # torch.distributed found just now: check again
+            world, pg = resolver.world, _UNSEEN
+        self._world, self._pg = world, pg
+        if info is self._info:
+            return True
+        self._info = info
+        return False
+
     def clear(self) -> None:
         """Forget everything (shutdown)."""
         self._table.clear()
         self._info = None
+        self._world = None

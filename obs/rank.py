@@ -132,14 +132,27 @@ def rank_from_env(env: Mapping[str, str], host: str = "") -> RankInfo | None:
 class RankResolver:
     """Caches :class:`RankInfo`; recomputes when torch.distributed or the pid changes."""
 
-    __slots__ = ("__weakref__", "_dist_state", "_env", "_host", "_info", "_is_init", "_stale")
+    __slots__ = (
+        "__weakref__",
+        "_dist_state",
+        "_env",
+        "_host",
+        "_info",
+        "_is_init",
+        "stale",
+        "world",
+    )
 
     def __init__(self, env: Mapping[str, str] | None = None, host: str | None = None) -> None:
         self._env = env
         self._host = host
-        self._stale = True
+        #: True when the cached info must be recomputed (after a fork, or ``refresh()``).
+        self.stale = True
         self._dist_state: object = False
         self._is_init: Any = None
+        #: torch's process-group holder once found (its ``_default_pg`` is what the probe
+        #: reads): the once cache compares it inline instead of calling :meth:`current`.
+        self.world: Any = None
         self._info = RankInfo()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
@@ -149,15 +162,15 @@ class RankResolver:
         """The rank info now; cheap when nothing changed (one probe of torch.distributed)."""
         probe = self._is_init
         state = probe() if probe is not None else self._dist_probe()
-        if state is not self._dist_state or self._stale:
+        if state is not self._dist_state or self.stale:
             self._info = self._compute(state)
             self._dist_state = state
-            self._stale = False
+            self.stale = False
         return self._info
 
     def refresh(self) -> RankInfo:
         """Forget the cache and recompute (after changing env vars, say)."""
-        self._stale = True
+        self.stale = True
         return self.current()
 
     def _dist_probe(self) -> object:
@@ -179,6 +192,7 @@ class RankResolver:
                     world = getattr(getattr(dist, "distributed_c10d", None), "_world", None)
                     if world is not None and hasattr(world, "_default_pg"):
                         probe = _reader(world)
+                        self.world = world
                     else:
                         probe = _via_is_initialized(dist)
             except Exception:
@@ -235,7 +249,7 @@ def _via_is_initialized(dist: Any) -> Callable[[], object]:
 def _mark_stale(ref: weakref.ref[RankResolver]) -> None:
     resolver = ref()
     if resolver is not None:
-        resolver._stale = True
+        resolver.stale = True
 
 
 class add_rank_info:  # noqa: N801 - a processor, named like structlog's add_log_level

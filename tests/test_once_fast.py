@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -275,6 +276,36 @@ class TestInvalidation:
         for _ in range(5):
             log.info_once("evt")
         assert {"fast:20:evt": 2} == _summaries(read)
+
+    def test_process_group_init_and_destroy_are_seen(
+        self, configure_json: Configure, tmp_path: Path
+    ) -> None:
+        """A real gloo group initialised, then destroyed, between hits: the next hit sees
+        each change (the cache compares torch's default group inline, without calling the
+        resolver) and the repeats are still counted exactly."""
+        import torch.distributed as dist
+
+        read = configure_json()
+        log = obs.get_logger("fast")
+        rt = STATE.runtime
+        assert rt is not None
+        for _ in range(3):
+            log.warning_once("evt")
+        seen = [rt.once_cache._info.source if rt.once_cache._info else None]
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+        )
+        try:
+            for _ in range(4):
+                log.warning_once("evt")
+            seen.append(rt.once_cache._info.source if rt.once_cache._info else None)
+        finally:
+            dist.destroy_process_group()
+        for _ in range(5):
+            log.warning_once("evt")
+        seen.append(rt.once_cache._info.source if rt.once_cache._info else None)
+        assert ["single", "torch.distributed", "single"] == seen
+        assert {"fast:30:evt": 11} == _summaries(read)
 
     @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
     def test_fork_drops_the_table(self, configure_json: Configure) -> None:
