@@ -82,25 +82,36 @@ class Combiner:
     the queue is a ``deque`` and the lock is only tried.
     """
 
-    __slots__ = ("__weakref__", "_emit", "_lock", "_queue")
+    __slots__ = ("__weakref__", "_emit", "lock", "queue")
 
     def __init__(self, emit: Callable[[list[bytes]], int]) -> None:
         self._emit = emit  # writes a batch, returns how many of its lines failed
-        self._lock = threading.Lock()
-        self._queue: deque[bytes] = deque()
+        self.lock = threading.Lock()
+        self.queue: deque[bytes] = deque()
         _AFTER_FORK.add(self)
 
     def submit(self, line: bytes) -> int:
         """Queue ``line`` and write what is queued if no other thread is; the number of
         lines that failed in the batches this call wrote."""
-        queue, lock = self._queue, self._lock
+        queue, lock = self.queue, self.lock
+        if not queue and lock.acquire(False):  # the common case: nobody else is writing
+            try:
+                failed = self._emit([line])
+            finally:
+                lock.release()
+            return failed + self.drain() if queue else failed
         queue.append(line)
+        return self.drain()
+
+    def drain(self) -> int:
+        """Write what is queued unless another thread holds the lock (it drains after)."""
+        queue, lock = self.queue, self.lock
         failed = 0
         while queue:
             # Past QUEUE_MAX wait a little for the writer (a slow reader holds it up); never
             # forever, so even a nested call could not hang on its own thread's lock.
             wait = _BACKPRESSURE_SECONDS if len(queue) > QUEUE_MAX else 0
-            if not (lock.acquire(timeout=wait) if wait else lock.acquire(blocking=False)):
+            if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
                 return failed  # the holder writes it: it looks again after releasing
             try:
                 batch = [queue.popleft() for _ in range(len(queue))]
@@ -109,15 +120,11 @@ class Combiner:
                 lock.release()
         return failed
 
-    def locked(self) -> Any:
-        """The lock, for changes that must not race a write (reopening the file)."""
-        return self._lock
-
     def _after_fork(self) -> None:
         # A thread of the parent may have held the lock: the child would wait forever.
         # Lines queued by the parent's threads are the parent's to write.
-        self._lock = threading.Lock()
-        self._queue.clear()
+        self.lock = threading.Lock()
+        self.queue.clear()
 
 
 class _Registry:
@@ -161,16 +168,40 @@ class StreamSink:
         """True when the stream is a pipe or socket: the kernel keeps a write whole there
         only up to PIPE_BUF bytes, so longer lines must be cut to stay whole."""
         stream = getattr(sys, self._name, None)
-        if stream is not self._seen[0]:
-            self._seen = (stream, *_describe(stream))  # one tuple: read without a lock
-        return self._seen[2]
+        seen = self._seen  # one tuple: read and replaced whole, without a lock
+        if stream is not seen[0]:
+            seen = self._seen = (stream, *_describe(stream))
+        return seen[2]
 
     def write(self, data: bytes) -> bool:
         """Write one line (bytes, newline included); False when it (or a line it wrote for
-        another thread) could not be written."""
-        if getattr(sys, self._name) is None:
+        another thread) could not be written.
+
+        :meth:`Combiner.submit`'s fast path, inlined (two frames fewer per line): when no
+        line is queued and the lock is free, this line is written now, here.
+        """
+        stream = getattr(sys, self._name)
+        if stream is None:
             return False
-        return not self._combiner.submit(data)
+        combiner = self._combiner
+        lock = combiner.lock
+        if combiner.queue or not lock.acquire(False):
+            return not combiner.submit(data)  # another thread is writing: it takes this too
+        ok = True
+        try:
+            seen = self._seen
+            if stream is not seen[0]:
+                seen = self._seen = (stream, *_describe(stream))
+            if seen[1] >= 0:
+                stream.flush()  # what the app printed before comes first
+                _write_all(seen[1], data)
+            else:  # a text stream without a descriptor (pytest's capture, StringIO)
+                stream.write(data.decode("utf-8", "replace"))
+        except Exception:
+            ok = False
+        finally:
+            lock.release()
+        return not combiner.drain() and ok if combiner.queue else ok
 
     def flush(self) -> None:
         """Flush the stream's text layer (never raises)."""
@@ -197,6 +228,12 @@ def _describe(stream: Any) -> tuple[int, bool]:
 
 def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
     """Write ``lines`` in whole-line chunks of at most ``limit`` bytes; the lines that failed."""
+    if len(lines) == 1:
+        try:
+            _write_all(fd, lines[0])
+        except Exception:
+            return 1
+        return 0
     failed = 0
     for chunk, count in chunks(lines, limit):
         try:
@@ -221,7 +258,8 @@ def _stream_emitter(name: str) -> Callable[[list[bytes]], int]:
             if fd >= 0:
                 stream.flush()  # what the app printed before comes first
             else:  # a text stream without a descriptor (pytest's capture, StringIO)
-                stream.write(b"".join(lines).decode("utf-8", "replace"))
+                data = lines[0] if len(lines) == 1 else b"".join(lines)
+                stream.write(data.decode("utf-8", "replace"))
                 return 0
         except Exception:
             return len(lines)
@@ -322,7 +360,7 @@ class FileSink:
 
     def reopen(self) -> None:
         """Reopen the path now (after a SIGHUP or an external rotation)."""
-        with self._combiner.locked():
+        with self._combiner.lock:
             self._open()
 
 

@@ -83,7 +83,7 @@ runtime_file = obs._config.STATE.runtime._output.file
 held = threading.Event()
 
 def hold() -> None:  # a parent thread in the middle of a write when the process forks
-    with _output._stream_combiner("stderr").locked(), runtime_file._combiner.locked():
+    with _output._stream_combiner("stderr").lock, runtime_file._combiner.lock:
         held.set()
         threading.Event().wait(60)
 
