@@ -15,6 +15,7 @@ __all__ = [
     "INT_FIELDS",
     "NOT_KEYED",
     "OTEL_RECORD_FIELDS",
+    "PRIVATE_KEYS",
     "PRIVATE_PREFIX",
     "Field",
     "new_event_dict",
@@ -84,6 +85,16 @@ CALL_KEYWORDS: tuple[str, ...] = (
 )
 #: Keys the chain adds for its own use; removed before anything is written.
 PRIVATE_PREFIX = "_obs_"
+PRIVATE_KEYS: tuple[str, ...] = (
+    "_obs_rank",
+    "_obs_console",
+    "_obs_time_ns",
+    "_obs_level",
+    "_obs_no_export",
+    "_obs_logger",
+    "_obs_depth",
+    "_obs_flat",
+)
 
 CONTROL_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)
 CONTROL_SET: frozenset[str] = frozenset(CONTROL_FIELDS)

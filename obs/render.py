@@ -26,23 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, user_fields
+from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, PRIVATE_KEYS, user_fields
 from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, to_jsonable
 from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
 
-_CONTROL = (
-    "_obs_rank",
-    "_obs_console",
-    "_obs_time_ns",
-    "_obs_level",
-    "_obs_no_export",
-    "_obs_logger",
-    "_obs_depth",
-    "_obs_flat",
-)
+_CONTROL = PRIVATE_KEYS
 MAX_LINE = 256 * 1024
 
 

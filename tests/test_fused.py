@@ -7,12 +7,14 @@ The lines must be equal byte for byte, whatever the event name, field names and 
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -22,8 +24,18 @@ import obs.testing
 from obs._config import STATE
 from obs._fused import FusedLine
 from obs._output import Output
+from obs.encode import MAX_STR
 
 NOW = 1_764_820_800_123_456_789
+
+
+class _Color(str, enum.Enum):
+    RED = "red"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
 
 plain_values = st.one_of(
     st.none(),
@@ -34,6 +46,11 @@ plain_values = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8"), max_size=20),
     st.sampled_from(["\u2028", "\x7f", "\x85", "\u202e", "\ud800", "a\nb", "null", "/dev/null"]),
     st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 2**64, -(2**63) - 1]),
+    # around the string cap, and subclasses of plain types (the fused path must decline)
+    st.integers(MAX_STR - 2, MAX_STR + 2).map(lambda n: "x" * n),
+    st.sampled_from(
+        [np.float64("nan"), np.float64(1.5), np.int64(7), _Color.RED, _Level.HIGH, b"raw"]
+    ),
 )
 field_names = st.one_of(
     st.from_regex(r"[a-z][a-z0-9_.]{0,15}", fullmatch=True),
@@ -92,6 +109,8 @@ class TestByteIdentical:
     @example(call=("info", "e", {"v": math.nan, "w": 1.5}))
     @example(call=("warning", "e", {"v": None, "w": -math.inf}))
     @example(call=("error", "e", {"big": 2**70, "s": "\ud800"}))
+    @example(call=("debug", "", {"_obs_logger": None}))  # a private key: the chain drops it
+    @example(call=("info", "e", {"v": np.float64("inf"), "s": "x" * MAX_STR}))
     @settings(
         max_examples=300,
         deadline=None,
