@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import comm.events as comm_events
 import obs
@@ -204,3 +207,48 @@ class TestAddCallsiteAlone:
         exec("def helper():\n    logger.info('x')\n", namespace)
         namespace["helper"]()
         assert "helper" == seen[0]["code.function.name"]
+
+
+class TestCodeIdentity:
+    """The skip cache is keyed by code identity (a code object's own hash walks all its
+    bytecode: microseconds per line from a large function). Code objects come and go; a
+    new one must never inherit the decision cached for a dead one whose id it reuses."""
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.booleans(), min_size=2, max_size=40))
+    def test_short_lived_helpers_never_inherit_a_decision(self, kinds: list[bool]) -> None:
+        """Helpers compiled one after another (ids get reused), some in skipped modules and
+        some not: every line names the right function."""
+        seen: list[dict[str, Any]] = []
+        chain = AddCallsite()
+
+        def capture(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+            seen.append(event_dict)
+            raise structlog.DropEvent
+
+        logger = structlog.wrap_logger(None, processors=[chain, capture])
+        expected = []
+        for skipped in kinds:
+            name = "myapp.logutil" if skipped else "myapp.views"
+            namespace: dict[str, Any] = {"__name__": name, "log": logger}
+            namespace["__obs_callsite_skip__"] = skipped
+            exec("def fn():\n    log.info('e')\n", namespace)
+            namespace["fn"]()
+            expected.append(
+                "TestCodeIdentity.test_short_lived_helpers_never_inherit_a_decision"
+                if skipped
+                else "fn"
+            )
+            namespace.clear()  # the function and its code are freed: their ids are free again
+            gc.collect()
+        assert expected == [r["code.function.name"] for r in seen]
+
+    def test_a_large_callers_code_is_not_hashed(self) -> None:
+        """The cache holds ids, not code objects as keys (their hash is O(size))."""
+        chain = AddCallsite()
+        namespace: dict[str, Any] = {"__name__": "myapp.big", "chain": chain}
+        body = "".join(f"    x{i} = ({i}, 's{i}')\n" for i in range(500))
+        exec(f"def big():\n{body}    return chain(None, 'info', {{}})\n", namespace)
+        record = namespace["big"]()
+        assert "big" == record["code.function.name"]
+        assert all(type(key) is int for key in chain._skip)
