@@ -255,6 +255,32 @@ def bench_none_field(loops: int) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def bench_large_caller(loops: int) -> dict[str, Any]:
+    """The same event logged from a 500-line function vs from a lambda: the callsite must
+    not cost more in a large function (a code object's hash walks all its bytecode)."""
+
+    def measure() -> tuple[float, float, float]:
+        obs = _configure_obs(stream="stderr")
+        namespace: dict[str, Any] = {"__name__": "bench_app", "log": obs.get_logger("bench")}
+        body = "".join(f"        x{i} = ({i}, 's{i}', flag)\n" for i in range(500))
+        source = "def large(flag=False):\n    if flag:\n" + body  # skipped: one jump
+        source += "    log.info('request_done', model='llama', tokens=128)\n"
+        exec(compile(source, "bench_app.py", "exec"), namespace)
+        small = namespace["log"]
+        return compare(
+            namespace["large"],
+            lambda: small.info("request_done", model="llama", tokens=128),
+            loops,
+        )
+
+    o, a, r = _to_sink(measure)
+    _reset()
+    return row(
+        "the same event from a 500-line function", o, a, r, 1.05, "ns/call",
+        "anchor: from a lambda (the large function skips its body with one jump)",
+    )  # fmt: skip
+
+
 def bench_big_string(rounds: int) -> dict[str, Any]:
     """A 1 MB string value: its line is cut, so its cost must be too (50 us budget)."""
     big = "x" * 1_000_000
@@ -467,6 +493,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         bench_full_chain(loops // 4),
         bench_full_chain_floor(loops // 4),
         bench_none_field(loops // 4),
+        bench_large_caller(loops // 4),
         bench_big_string(5 if quick else 15),
         *bench_thread_scaling(4_000 if quick else 40_000),
         bench_import(3 if quick else 15),

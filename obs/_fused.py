@@ -84,12 +84,11 @@ class FusedLine:
         if kw:
             ed.update(kw)
         ed.update(runtime.resolver.current()._fields)  # type: ignore[attr-defined]
-        frame = self._callsite.find_caller(depth - 1)  # one frame fewer than a processor's
-        if frame is not None:
-            code = frame.f_code
-            ed["code.file.path"] = code.co_filename
-            ed["code.line.number"] = frame.f_lineno
-            ed["code.function.name"] = getattr(code, "co_qualname", code.co_name)
+        where = self._callsite.locate(depth - 1)  # one frame fewer than a processor's
+        if where is not None:
+            ed["code.file.path"] = where[0]
+            ed["code.line.number"] = where[1]
+            ed["code.function.name"] = where[2]
         if runtime.captures:
             for sink in runtime.captures:
                 sink.append(dict(ed))

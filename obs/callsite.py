@@ -14,7 +14,7 @@ frames in between unmaterialised, which is most of what a callsite costs.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_IGNORES", "AddCallsite"]
+__all__ = ["DEFAULT_IGNORES", "AddCallsite", "Location"]
 
 import sys
 from collections.abc import Iterable
@@ -26,12 +26,15 @@ if TYPE_CHECKING:
 
 
 DEFAULT_IGNORES: tuple[str, ...] = ("obs", "structlog", "logging")
+#: ``(code.file.path, code.line.number, code.function.name)`` of a call site.
+Location = tuple[str, int, str]
+_MAX_WHERE = 16384
 
 
 class AddCallsite:
     """Processor: add ``code.file.path``, ``code.line.number``, ``code.function.name``."""
 
-    __slots__ = ("_keep", "_prefixes", "_skip")
+    __slots__ = ("_keep", "_prefixes", "_skip", "_where")
 
     def __init__(self, additional_ignores: Iterable[str] = ()) -> None:
         self._prefixes = tuple(DEFAULT_IGNORES) + tuple(additional_ignores)
@@ -40,6 +43,9 @@ class AddCallsite:
         self._skip: dict[int, bool] = {}
         #: The code objects keyed above, kept alive so their ids cannot be reused.
         self._keep: list[CodeType] = []
+        #: (id(code), instruction offset) -> the three fields: ``f_lineno`` scans the line
+        #: table from the start (microseconds at the end of a long function).
+        self._where: dict[tuple[int, int], Location] = {}
 
     def _is_internal(self, frame: FrameType) -> bool:
         code = frame.f_code
@@ -71,13 +77,38 @@ class AddCallsite:
             frame = frame.f_back
         return frame
 
+    def locate(self, depth: int = 1) -> Location | None:
+        """The caller's file, line and function (as :meth:`find_caller` finds it), cached
+        per code object and instruction, so a call costs the same anywhere in any function."""
+        try:
+            frame: FrameType | None = sys._getframe(depth + 1)
+        except ValueError:  # a shallower stack than promised: walk from the start
+            frame = sys._getframe(1)
+        skip = self._skip
+        while frame is not None:
+            hit = skip.get(id(frame.f_code))
+            if hit is None:
+                hit = self._is_internal(frame)
+            if not hit:
+                break
+            frame = frame.f_back
+        else:
+            return None
+        code = frame.f_code
+        key = (id(code), frame.f_lasti)
+        where = self._where.get(key)
+        if where is None:
+            where = (code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name))
+            if id(code) in skip and len(self._where) < _MAX_WHERE:  # only codes kept alive
+                self._where[key] = where
+        return where
+
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         if "code.file.path" in event_dict:
             return event_dict
-        frame = self.find_caller(event_dict.get("_obs_depth") or 1)
-        if frame is not None:
-            code = frame.f_code
-            event_dict["code.file.path"] = code.co_filename
-            event_dict["code.line.number"] = frame.f_lineno
-            event_dict["code.function.name"] = getattr(code, "co_qualname", code.co_name)
+        where = self.locate(event_dict.get("_obs_depth") or 1)
+        if where is not None:
+            event_dict["code.file.path"] = where[0]
+            event_dict["code.line.number"] = where[1]
+            event_dict["code.function.name"] = where[2]
         return event_dict

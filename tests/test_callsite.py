@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import comm.events as comm_events
@@ -252,3 +252,33 @@ class TestCodeIdentity:
         record = namespace["big"]()
         assert "big" == record["code.function.name"]
         assert all(type(key) is int for key in chain._skip)
+
+    @settings(
+        max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(st.lists(st.integers(0, 59), min_size=1, max_size=30))
+    def test_each_call_site_in_a_long_function_names_its_own_line(
+        self, configure_json: Configure, calls: list[int]
+    ) -> None:
+        """Locations are cached per code object and instruction: sixty call sites in one
+        long function, hit in any order through the real configured chain (fused and
+        not), each report their own line."""
+        read = configure_json()
+        log = obs.get_logger("t")
+        namespace: dict[str, Any] = {"__name__": "myapp.long", "log": log, "bound": log.bind(k=1)}
+        body = "".join(  # odd sites through a bound logger: the chain, not the fused path
+            f"    if which == {i}:\n        {'bound' if i % 2 else 'log'}.info('site', i={i}, n=n)\n"
+            for i in range(60)
+        )
+        exec(compile(f"def long(which, n):\n{body}", "long_app.py", "exec"), namespace)
+        read()
+        for n, which in enumerate(calls):
+            namespace["long"](which, n)
+        records = [r for r in read() if r["event"] == "site"]
+        assert [(which, 3 + 2 * which) for which in calls] == [
+            (r["i"], r["code.line.number"]) for r in records
+        ]
+        assert all(
+            ("long_app.py", "long") == (r["code.file.path"], r["code.function.name"])
+            for r in records
+        )
