@@ -267,8 +267,8 @@ class TestCodeIdentity:
         log = obs.get_logger("t")
         namespace: dict[str, Any] = {"__name__": "myapp.long", "log": log, "bound": log.bind(k=1)}
         body = "".join(  # odd sites through a bound logger: the chain, not the fused path
-            f"    if which == {i}:\n        {'bound' if i % 2 else 'log'}.info('site', i={i}, n=n)\n"
-            for i in range(60)
+            f"    if which == {i}:\n        {who}.info('site', i={i}, n=n)\n"
+            for i, who in ((i, "bound" if i % 2 else "log") for i in range(60))
         )
         exec(compile(f"def long(which, n):\n{body}", "long_app.py", "exec"), namespace)
         read()
