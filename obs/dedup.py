@@ -442,7 +442,16 @@ _UNSEEN = object()
 class OnceCache:
     """Per runtime: event -> the last few (arguments, their types, level, logger, entry)."""
 
-    __slots__ = ("_deduper", "_info", "_pg", "_resolver", "_table", "_world", "enabled")
+    __slots__ = (
+        "_deduper",
+        "_generation",
+        "_info",
+        "_pg",
+        "_resolver",
+        "_table",
+        "_world",
+        "enabled",
+    )
 
     def __init__(self, deduper: Deduper, resolver: RankResolver) -> None:
         self._deduper = deduper
@@ -453,6 +462,7 @@ class OnceCache:
         #: a hit compares them inline (one attribute read) instead of probing the resolver.
         self._world: Any = None
         self._pg: object = None
+        self._generation = -1
         #: Off without a GIL: the deduper's lock-free count is what makes a hit cheap.
         self.enabled = deduper.lockfree
 
@@ -471,7 +481,9 @@ class OnceCache:
                 return False
             world = self._world
             if (
-                world is None or world._default_pg is not self._pg or self._resolver.stale
+                world is None
+                or world._default_pg is not self._pg
+                or self._resolver.generation != self._generation
             ) and not self._sync():
                 self._table.clear()  # the rank changed: scopes must be decided again
                 return False
@@ -540,6 +552,7 @@ class OnceCache:
         resolver = self._resolver
         world = resolver.world
         pg = getattr(world, "_default_pg", None)
+        self._generation = resolver.generation  # before: a recompute in current() is seen
         info = resolver.current()
         if resolver.world is not world:  # torch.distributed found just now: check again
             world, pg = resolver.world, _UNSEEN

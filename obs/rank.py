@@ -139,7 +139,8 @@ class RankResolver:
         "_host",
         "_info",
         "_is_init",
-        "stale",
+        "_stale",
+        "generation",
         "world",
     )
 
@@ -147,7 +148,10 @@ class RankResolver:
         self._env = env
         self._host = host
         #: True when the cached info must be recomputed (after a fork, or ``refresh()``).
-        self.stale = True
+        self._stale = True
+        #: Bumped whenever the info is recomputed or marked stale (after a fork): the once
+        #: cache compares it inline instead of calling :meth:`current`.
+        self.generation = 0
         self._dist_state: object = False
         self._is_init: Any = None
         #: torch's process-group holder once found (its ``_default_pg`` is what the probe
@@ -162,15 +166,16 @@ class RankResolver:
         """The rank info now; cheap when nothing changed (one probe of torch.distributed)."""
         probe = self._is_init
         state = probe() if probe is not None else self._dist_probe()
-        if state is not self._dist_state or self.stale:
+        if state is not self._dist_state or self._stale:
+            self.generation += 1
             self._info = self._compute(state)
             self._dist_state = state
-            self.stale = False
+            self._stale = False
         return self._info
 
     def refresh(self) -> RankInfo:
         """Forget the cache and recompute (after changing env vars, say)."""
-        self.stale = True
+        self._stale = True
         return self.current()
 
     def _dist_probe(self) -> object:
@@ -249,7 +254,8 @@ def _via_is_initialized(dist: Any) -> Callable[[], object]:
 def _mark_stale(ref: weakref.ref[RankResolver]) -> None:
     resolver = ref()
     if resolver is not None:
-        resolver.stale = True
+        resolver._stale = True
+        resolver.generation += 1
 
 
 class add_rank_info:  # noqa: N801 - a processor, named like structlog's add_log_level

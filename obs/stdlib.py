@@ -37,9 +37,9 @@ __all__ = [
 
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import MethodType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from obs._bridge import (
     HANDLED,
@@ -116,21 +116,42 @@ class VllmLogger(logging.Logger):
     behave as for any logger.
     """
 
-    def debug_once(self, msg: object, *args: Any, scope: object = "local") -> None:
-        """``debug`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        _once(self, logging.DEBUG, msg, args, scope)
+    if TYPE_CHECKING:  # made by _once_method below: one body, the level a closure constant
 
-    def info_once(self, msg: object, *args: Any, scope: object = "local") -> None:
-        """``info`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        _once(self, logging.INFO, msg, args, scope)
+        def debug_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
+        def info_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
+        def warning_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
+        def error_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
 
-    def warning_once(self, msg: object, *args: Any, scope: object = "local") -> None:
-        """``warning`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        _once(self, logging.WARNING, msg, args, scope)
 
-    def error_once(self, msg: object, *args: Any, scope: object = "local") -> None:
-        """``error`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."""
-        _once(self, logging.ERROR, msg, args, scope)
+def _once_method(level: int, name: str) -> Callable[..., None]:
+    """``<name>_once``: a plain suppressed repeat is answered here (the level checked as
+    ``isEnabledFor`` does, from its cache; then the runtime's once cache), anything else
+    goes to :func:`_once`."""
+
+    def once(self: logging.Logger, msg: object, *args: Any, scope: object = "local") -> None:
+        try:  # isEnabledFor, inlined: its own per-level cache (a miss: the method fills it)
+            enabled = not self.disabled and self._cache[level]  # type: ignore[attr-defined]
+        except Exception:
+            enabled = self.isEnabledFor(level)
+        if not enabled:
+            return
+        runtime = STATE.runtime
+        if (
+            runtime is not None
+            and type(msg) is str
+            and type(scope) is str
+            and scope == "local"
+            and runtime.once_cache.repeat(self.name, level, msg, args)  # never raises
+        ):
+            if runtime.deduper.summary_due:
+                runtime.emit_summaries()
+            return
+        _once(self, level, msg, args, scope)
+
+    once.__name__ = once.__qualname__ = f"{name}_once"
+    once.__doc__ = f"``{name}`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."
+    return once
 
 
 def _once(
@@ -139,20 +160,10 @@ def _once(
     """Log once per key on the selected ranks: scope is decided before the key is used,
     the key is a stable encoding (no eviction re-fire, unhashable args fine, nothing kept
     alive), and repeats are counted by the current runtime."""
-    if not logger.isEnabledFor(level):
-        return
     try:
-        runtime = STATE.runtime or STATE.ensure()
-        if (  # a plain suppressed repeat: the runtime's once cache, one call
-            type(msg) is str
-            and type(scope) is str
-            and scope == "local"
-            and runtime.once_cache.repeat(logger.name, level, msg, args)
-        ):
-            if runtime.deduper.summary_due:
-                runtime.emit_summaries()
-            return
-        admitted = runtime.admit_once(logger.name, level, msg, args, scope)
+        admitted = (STATE.runtime or STATE.ensure()).admit_once(
+            logger.name, level, msg, args, scope
+        )
     except Exception:  # fail open, as vLLM's rank checks do
         admitted = True
     if not admitted:
@@ -165,10 +176,13 @@ def _once(
 
 
 _ONCE_METHODS = {
-    "debug_once": VllmLogger.debug_once,
-    "info_once": VllmLogger.info_once,
-    "warning_once": VllmLogger.warning_once,
-    "error_once": VllmLogger.error_once,
+    f"{name}_once": _once_method(level, name)
+    for level, name in (
+        (logging.DEBUG, "debug"),
+        (logging.INFO, "info"),
+        (logging.WARNING, "warning"),
+        (logging.ERROR, "error"),
+    )
 }
 
 

@@ -261,7 +261,11 @@ class TestInvalidation:
         self, configure_json: Configure, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """After the rank info changes to a non-first local rank, a repeat is neither
-        written nor counted (the scope decides again, as on the full path)."""
+        written nor counted (the scope decides again, as on the full path). With
+        torch.distributed loaded, so a hit takes the inline check (this failed when it
+        compared only the process group: refresh() recomputes at once)."""
+        import torch.distributed  # noqa: F401 - the resolver finds torch's group holder
+
         read = configure_json()
         log = obs.get_logger("fast")
         for _ in range(3):

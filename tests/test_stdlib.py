@@ -696,3 +696,44 @@ class TestHandler:
         restore_vllm_logger.warning("still here")
         err = capsys.readouterr().err
         assert (True, True) == ("still here" in err, "OBS_LEVEL" in err)
+
+
+class TestOnceLevelGate:
+    """The drop-in's ``*_once`` checks the level from ``isEnabledFor``'s own cache (a frame
+    less per repeat). Every way the stdlib turns a logger off must still be obeyed, before
+    the first call and after it (the cache was filled by then)."""
+
+    @pytest.mark.parametrize("how", ["setLevel", "disabled", "logging.disable", "root level"])
+    def test_off_is_off_after_the_cache_is_warm(self, configure_json: Configure, how: str) -> None:
+        read = configure_json()
+        logger = init_logger(f"vllm.gate.{how}")
+        logger.warning_once("first %s", 1)  # admitted, and the level cache filled
+        logger.warning_once("first %s", 1)  # a repeat: counted
+        root = logging.getLogger()
+        saved_root = root.level
+        try:
+            if how == "setLevel":
+                logger.setLevel(logging.ERROR)
+            elif how == "disabled":
+                logger.disabled = True
+            elif how == "logging.disable":
+                logging.disable(logging.WARNING)
+            else:
+                root.setLevel(logging.ERROR)
+            for _ in range(5):
+                logger.warning_once("first %s", 1)  # off: neither written nor counted
+                logger.warning_once("second %s", 2)
+        finally:
+            logger.setLevel(logging.NOTSET)
+            logger.disabled = False
+            logging.disable(logging.NOTSET)
+            root.setLevel(saved_root)
+        logger.warning_once("second %s", 2)  # on again: written once
+        obs.flush()
+        records = read()
+        assert ["first 1", "second 2"] == [
+            r["body"] for r in records if r["event"] != "log_repeats_suppressed"
+        ]
+        assert [1] == [
+            r["suppressed_count"] for r in records if r["event"] == "log_repeats_suppressed"
+        ]
