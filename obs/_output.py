@@ -120,6 +120,19 @@ class Combiner:
                 lock.release()
         return failed
 
+    def settle(self, timeout: float) -> int:
+        """Write what is queued now, waiting up to ``timeout`` for another thread's write
+        to end (a flush: what was logged before it is written when it returns); the number
+        of lines that failed."""
+        queue, lock = self.queue, self.lock
+        if not queue or not lock.acquire(True, timeout):
+            return 0  # nothing queued, or the writer still holds it: it drains after
+        try:
+            failed = self._emit([queue.popleft() for _ in range(len(queue))])
+        finally:
+            lock.release()
+        return failed + self.drain() if queue else failed
+
     def _after_fork(self) -> None:
         # A thread of the parent may have held the lock: the child would wait forever.
         # Lines queued by the parent's threads are the parent's to write.
@@ -203,14 +216,17 @@ class StreamSink:
             lock.release()
         return not combiner.drain() and ok if combiner.queue else ok
 
-    def flush(self) -> None:
-        """Flush the stream's text layer (never raises)."""
+    def flush(self, timeout: float = 1.0) -> int:
+        """Write the queued lines (see :meth:`Combiner.settle`), then flush the stream's
+        text layer; the number of lines that failed. Never raises."""
+        failed = self._combiner.settle(timeout)
         try:
             stream = getattr(sys, self._name)
             if stream is not None:
                 stream.flush()
         except Exception:
-            return
+            return failed
+        return failed
 
 
 def _describe(stream: Any) -> tuple[int, bool]:
@@ -353,6 +369,10 @@ class FileSink:
         """Append one line; False when it (or a line written with it) could not be written."""
         return not self._combiner.submit(data)
 
+    def flush(self, timeout: float = 1.0) -> int:
+        """Write the queued lines (see :meth:`Combiner.settle`); the number that failed."""
+        return self._combiner.settle(timeout)
+
     def request_reopen(self) -> None:
         """Reopen the path before the next line (safe in a signal handler: no lock, no I/O)."""
         self._force = True
@@ -405,10 +425,12 @@ class Output:
         """True when the console stream is a pipe or socket (see StreamSink.is_pipe)."""
         return self.stream is not None and self.stream.is_pipe()
 
-    def flush(self) -> None:
-        """Flush the stream's text layer (file writes are unbuffered)."""
-        if self.stream is not None:
-            self.stream.flush()
+    def flush(self, timeout: float = 1.0) -> None:
+        """Write what other threads queued and flush the stream's text layer, waiting up
+        to ``timeout`` for a write in progress (failed lines are counted in ``dropped``)."""
+        for sink in (self.stream, self.file):
+            if sink is not None:
+                self.dropped += sink.flush(timeout)
 
 
 # -- building the output of a configuration ------------------------------------------

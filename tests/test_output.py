@@ -70,6 +70,24 @@ def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.Monk
     assert ["first", "second"] == events
 
 
+def test_flush_writes_what_other_threads_queued(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line queued behind another thread's slow write is written by the time
+    ``obs.flush()`` returns (flush waits, bounded, for the writer; the call itself did not)."""
+    slow = _SlowStream()
+    monkeypatch.setattr(sys, "stderr", slow)
+    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
+    log = obs.get_logger("t")
+    first = threading.Thread(target=lambda: log.info("first"))
+    first.start()
+    assert slow.entered.wait(10)
+    log.info("queued")  # returns at once: the first thread is still writing
+    threading.Timer(0.3, slow.release.set).start()
+    obs.flush()
+    events = [json.loads(line)["event"] for line in slow.getvalue().splitlines()]
+    first.join(10)
+    assert ["first", "queued"] == events
+
+
 _FORK_CHILD = """
 import os, sys, threading
 import obs
