@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = ["BoundLogger"]
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import user_fields
@@ -135,57 +136,39 @@ class BoundLogger:
 
     # -- once per key (scope defaults to "local", as vLLM's) -------------------------
 
-    def debug_once(self, event: str, /, *args: Any, **kw: Any) -> None:
-        """Log ``event`` at DEBUG once per key (and count the repeats)."""
-        rt = self._holder.runtime or self._holder.ensure()
-        if "stage" in kw:
-            if rt.effective_level(_D, kw["stage"]) >= rt.level:
-                rt.log_once(self, _D, "debug", event, kw, args)
-        elif rt.level <= _D:
-            if not args and not self._context and rt.once_cache.repeat(self._name, _D, event, kw):
-                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
-                    rt.emit_summaries()
-                return
-            rt.log_once(self, _D, "debug", event, kw, args)
+    if TYPE_CHECKING:  # made by _once_method below: one body, the level a closure constant
 
-    def info_once(self, event: str, /, *args: Any, **kw: Any) -> None:
-        """Log ``event`` at INFO once per key (and count the repeats)."""
-        rt = self._holder.runtime or self._holder.ensure()
-        if "stage" in kw:
-            if rt.effective_level(_I, kw["stage"]) >= rt.level:
-                rt.log_once(self, _I, "info", event, kw, args)
-        elif rt.level <= _I:
-            if not args and not self._context and rt.once_cache.repeat(self._name, _I, event, kw):
-                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
-                    rt.emit_summaries()
-                return
-            rt.log_once(self, _I, "info", event, kw, args)
+        def debug_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
+        def info_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
+        def warning_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
+        def error_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
 
-    def warning_once(self, event: str, /, *args: Any, **kw: Any) -> None:
-        """Log ``event`` at WARNING once per key (and count the repeats)."""
-        rt = self._holder.runtime or self._holder.ensure()
-        if "stage" in kw:
-            if rt.effective_level(_W, kw["stage"]) >= rt.level:
-                rt.log_once(self, _W, "warning", event, kw, args)
-        elif rt.level <= _W:
-            if not args and not self._context and rt.once_cache.repeat(self._name, _W, event, kw):
-                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
-                    rt.emit_summaries()
-                return
-            rt.log_once(self, _W, "warning", event, kw, args)
 
-    def error_once(self, event: str, /, *args: Any, **kw: Any) -> None:
-        """Log ``event`` at ERROR once per key (and count the repeats)."""
+def _once_method(level: int, method: str) -> Callable[..., None]:
+    """``<method>_once``: log ``event`` once per key (and count the repeats). A plain
+    repeat (no args, no bound context, no stage) is answered by the runtime's once cache
+    before any event dict is built; anything else takes the runtime's once path."""
+
+    def once(self: BoundLogger, event: str, /, *args: Any, **kw: Any) -> None:
         rt = self._holder.runtime or self._holder.ensure()
         if "stage" in kw:
-            if rt.effective_level(_E, kw["stage"]) >= rt.level:
-                rt.log_once(self, _E, "error", event, kw, args)
-        elif rt.level <= _E:
-            if not args and not self._context and rt.once_cache.repeat(self._name, _E, event, kw):
+            if rt.effective_level(level, kw["stage"]) >= rt.level:
+                rt.log_once(self, level, method, event, kw, args)
+        elif rt.level <= level:
+            if (
+                not args
+                and not self._context
+                and rt.once_cache.repeat(self._name, level, event, kw)
+            ):
                 if rt.deduper.summary_due:  # a plain suppressed repeat, counted
                     rt.emit_summaries()
                 return
-            rt.log_once(self, _E, "error", event, kw, args)
+            rt.log_once(self, level, method, event, kw, args)
+
+    once.__name__ = f"{method}_once"
+    once.__qualname__ = f"BoundLogger.{method}_once"
+    once.__doc__ = f"Log ``event`` at {method.upper()} once per key (and count the repeats)."
+    return once
 
 
 def _method(level: float) -> str:
@@ -198,3 +181,8 @@ def _method(level: float) -> str:
     if level >= _I:
         return "info"
     return "debug"
+
+
+for _level in (_D, _I, _W, _E):
+    setattr(BoundLogger, f"{_method(_level)}_once", _once_method(_level, _method(_level)))
+del _level
