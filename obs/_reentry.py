@@ -49,11 +49,11 @@ def defer(runtime: Runtime, event_dict: EventDict, method: str) -> None:
         return
     try:
         if "code.file.path" not in event_dict:
-            frame = AddCallsite().find_caller(1)
-            if frame is not None:
-                event_dict["code.file.path"] = frame.f_code.co_filename
-                event_dict["code.line.number"] = frame.f_lineno
-                event_dict["code.function.name"] = frame.f_code.co_name
+            where = AddCallsite().locate(1)
+            if where is not None:
+                event_dict["code.file.path"] = where[0]
+                event_dict["code.line.number"] = where[1]
+                event_dict["code.function.name"] = where[2]
         event_dict.setdefault("_obs_time_ns", time.time_ns())
     except Exception:
         event_dict.pop("code.file.path", None)

@@ -80,26 +80,15 @@ class AddCallsite:
     def locate(self, depth: int = 1) -> Location | None:
         """The caller's file, line and function (as :meth:`find_caller` finds it), cached
         per code object and instruction, so a call costs the same anywhere in any function."""
-        try:
-            frame: FrameType | None = sys._getframe(depth + 1)
-        except ValueError:  # a shallower stack than promised: walk from the start
-            frame = sys._getframe(1)
-        skip = self._skip
-        while frame is not None:
-            hit = skip.get(id(frame.f_code))
-            if hit is None:
-                hit = self._is_internal(frame)
-            if not hit:
-                break
-            frame = frame.f_back
-        else:
+        frame = self.find_caller(depth + 1)  # one frame deeper: this one
+        if frame is None:
             return None
         code = frame.f_code
         key = (id(code), frame.f_lasti)
         where = self._where.get(key)
         if where is None:
             where = (code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name))
-            if id(code) in skip and len(self._where) < _MAX_WHERE:  # only codes kept alive
+            if id(code) in self._skip and len(self._where) < _MAX_WHERE:  # codes kept alive
                 self._where[key] = where
         return where
 
