@@ -48,9 +48,10 @@ class _SlowStream(io.StringIO):
         return super().write(s)
 
 
-def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Thread A is inside a slow write; the main thread's log call returns at once, and its
-    line is written after A's, whole (on the old main it waited for A)."""
+def _first_writer_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[_SlowStream, obs.BoundLogger, threading.Thread]:
+    """obs on a slow stderr, and a thread inside its first write (until ``release``)."""
     slow = _SlowStream()
     monkeypatch.setattr(sys, "stderr", slow)
     obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
@@ -58,6 +59,13 @@ def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.Monk
     first = threading.Thread(target=lambda: log.info("first"))
     first.start()
     assert slow.entered.wait(10)
+    return slow, log, first
+
+
+def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thread A is inside a slow write; the main thread's log call returns at once, and its
+    line is written after A's, whole (on the old main it waited for A)."""
+    slow, log, first = _first_writer_held(monkeypatch)
     second = threading.Thread(target=lambda: log.info("second", n=2))
     second.start()
     second.join(5)
@@ -73,13 +81,7 @@ def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.Monk
 def test_flush_writes_what_other_threads_queued(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line queued behind another thread's slow write is written by the time
     ``obs.flush()`` returns (flush waits, bounded, for the writer; the call itself did not)."""
-    slow = _SlowStream()
-    monkeypatch.setattr(sys, "stderr", slow)
-    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
-    log = obs.get_logger("t")
-    first = threading.Thread(target=lambda: log.info("first"))
-    first.start()
-    assert slow.entered.wait(10)
+    slow, log, first = _first_writer_held(monkeypatch)
     log.info("queued")  # returns at once: the first thread is still writing
     threading.Timer(0.3, slow.release.set).start()
     obs.flush()
