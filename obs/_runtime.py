@@ -604,8 +604,13 @@ class Runtime:
                 ok = bool(self.sink.force_flush(self._budget(timeout)))
             except Exception:
                 ok = False
-        self._output.flush()
+        self._flush_output()
         return ok
+
+    def _flush_output(self) -> None:
+        """Write what other threads queued; from inside a log call (a finaliser, a signal
+        handler) without waiting: this thread may be the writer."""
+        self._output.flush(0.0 if LOCAL.busy else 1.0)
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Flush, then stop the export sink within the timeout. The stream and the file stay
@@ -624,7 +629,7 @@ class Runtime:
             self._final_stats = _stats_of(sink)
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
-        self._output.flush()
+        self._flush_output()
         return ok
 
     def delivery(self) -> dict[str, Any]:

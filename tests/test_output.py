@@ -267,3 +267,32 @@ def test_threads_share_one_stream_without_losing_a_line(
     assert threads * 200 == len(records)
     for t in range(threads):
         assert list(range(200)) == [r["i"] for r in records if r["t"] == t]
+
+
+def test_flush_from_inside_a_write_does_not_wait_on_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream whose write calls ``obs.flush()`` (as a finaliser or signal handler could,
+    on the thread that holds the sink): the flush does not wait for the lock its own
+    thread holds, and both lines are written."""
+    waits: list[float] = []
+    real_settle = Combiner.settle
+
+    def settle(self: Combiner, timeout: float) -> int:
+        waits.append(timeout)
+        return real_settle(self, timeout)
+
+    class Reentrant(io.StringIO):
+        def write(self, s: str) -> int:
+            if "outer" in s:
+                obs.flush()
+            return super().write(s)
+
+    stream = Reentrant()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(Combiner, "settle", settle)
+    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
+    obs.get_logger("t").info("outer")
+    obs.flush()
+    assert [0.0, 1.0] == waits
+    assert ["outer"] == [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
