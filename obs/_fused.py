@@ -2,11 +2,12 @@
 the common call, without the chain's per-processor passes and control keys.
 
 The composable processors stay the single source of truth: the fused path is taken only
-when they would do nothing but their plain case (JSON lines, no export sink, no bound
-context or contextvars, no control keyword, plain short values under names already known
-not to be secret, a plain event name), and ``tests/test_fused.py`` checks that it writes
-byte-identical lines for every input the Hypothesis strategies generate. Anything else
-(and any failure here) takes the chain.
+when they would do nothing but their plain case (JSON lines, no export sink or obs' own
+``ExportSink``, no bound context or contextvars, no control keyword, plain short values
+under names already known not to be secret, a plain event name), and
+``tests/test_fused.py`` checks that it writes byte-identical lines, and hands the export
+sink the same fields, level and time, for every input the Hypothesis strategies generate.
+Anything else (and any failure here) takes the chain.
 """
 
 from __future__ import annotations
@@ -48,10 +49,17 @@ class FusedLine:
         self._stamper = stamper
         self._redactor = redactor
 
-    def write(  # noqa: C901, PLR0911, PLR0912 - the hot path, inlined on purpose
-        self, logger: BoundLogger, level: int, event: str, kw: dict[str, Any], depth: int
+    def write(  # noqa: C901, PLR0911, PLR0912, PLR0917 - the hot path, inlined, positional
+        self,
+        logger: BoundLogger,
+        level: int,
+        method: str,
+        event: str,
+        kw: dict[str, Any],
+        depth: int,
     ) -> bool:
-        """Write the line and return True, or return False (nothing written): not plain."""
+        """Write the line (and hand the event to the export sink) and return True, or
+        return False (nothing written): not plain."""
         if type(event) is not str or type(level) is not int or logger._context:
             return False
         runtime = self._runtime
@@ -71,10 +79,12 @@ class FusedLine:
                         nonfinite = True
                 elif cls not in PLAIN_TYPES:
                     return False
+        sink = runtime.sink  # read with `closed`: a shutdown after this counts the event
         if runtime.closed or any_bound():
             return False
+        ns = time.time_ns()
         ed: dict[str, Any] = {
-            "timestamp": self._stamper.stamp(time.time_ns()),
+            "timestamp": self._stamper.stamp(ns),
             "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
             "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
             "event": event,
@@ -90,8 +100,8 @@ class FusedLine:
             ed["code.line.number"] = where[1]
             ed["code.function.name"] = where[2]
         if runtime.captures:
-            for sink in runtime.captures:
-                sink.append(dict(ed))
+            for capture in runtime.captures:
+                capture.append(dict(ed))
         output = runtime.output
         line = _line(ed, finite=not nonfinite)
         shown = line
@@ -100,4 +110,8 @@ class FusedLine:
         output.write(shown, line)
         if output.dropped and output.dropped != runtime._drops_reported.get("write_failed"):
             runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
+        if sink is not None:  # what the chain hands it: the fields, the level and the time
+            ed["_obs_level"] = level
+            ed["_obs_time_ns"] = ns
+            sink(None, method, ed)
         return True

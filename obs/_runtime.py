@@ -163,7 +163,7 @@ class Runtime:
         #: The default chain fused, for plain calls to JSON lines without export.
         self._fused = (
             FusedLine(self, callsite, stamper, redactor)
-            if self.sink is None and self._output.json
+            if self._output.json and (self.sink is None or getattr(self.sink, "fusable", False))
             else None
         )
 
@@ -241,7 +241,9 @@ class Runtime:
             fused = self._fused
             try:
                 done = (
-                    fused is not None and not args and fused.write(logger, level, event, kw, depth)
+                    fused is not None
+                    and not args
+                    and fused.write(logger, level, method, event, kw, depth)
                 )
             except Exception:  # the chain decides (and reports) instead
                 done = False

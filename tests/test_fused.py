@@ -145,6 +145,109 @@ class TestByteIdentical:
             assert runtime is not None
             assert runtime._fused is not None
             log = obs.get_logger("fused").bind(request="r1")
-            assert not runtime._fused.write(log, logging.INFO, "e", {}, 4)
+            assert not runtime._fused.write(log, logging.INFO, "info", "e", {}, 4)
         finally:
             obs.testing.reset()
+
+
+#: What the export sink and the record builder read of an event besides the public fields
+#: (compared in order: attributes keep it): the level, the time, the no-export mark.
+_EXPORT_PRIVATE = ("_obs_level", "_obs_time_ns", "_obs_no_export")
+
+
+class _NoExport:
+    """An exporter that accepts and drops every batch (the sink is what is compared)."""
+
+    def export(self, batch: Any) -> Any:
+        from opentelemetry.sdk._logs.export import LogRecordExportResult
+
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+@pytest.fixture
+def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
+    """Log a call twice with OTLP export on (fused, then chain): the lines and what the
+    export sink was handed each time (the part of it the sink reads)."""
+    import obs.otel.transport
+    from obs.otel.sink import ExportSink
+
+    monkeypatch.setattr(obs.otel.transport, "build_exporter", lambda settings: _NoExport())
+    monkeypatch.setattr(time, "time_ns", lambda: NOW)
+    written: list[bytes] = []
+    handed: list[tuple[list[tuple[str, Any]], dict[str, Any]]] = []
+
+    def capture(self: Any, console: bytes | None, line: bytes | None) -> None:
+        if console is not None:
+            written.append(console)
+
+    real_call = ExportSink.__call__
+
+    def spy(self: ExportSink, logger: Any, method: str, ed: Any) -> Any:
+        public = [(k, v) for k, v in ed.items() if not k.startswith("_obs_")]
+        handed.append((public, {k: ed[k] for k in _EXPORT_PRIVATE if k in ed}))
+        return real_call(self, logger, method, ed)
+
+    obs.configure(
+        format="json",
+        level="DEBUG",
+        stdlib_bridge=False,
+        logs_exporter="otlp",
+        otlp_endpoint="http://127.0.0.1:9",
+        spool_dir=str(tmp_path),
+    )
+    runtime = STATE.runtime
+    assert runtime is not None
+    fused = runtime._fused
+    assert fused is not None, "export on: the fused path is still taken"
+    monkeypatch.setattr(Output, "write", capture)
+    monkeypatch.setattr(ExportSink, "__call__", spy)
+    taken: list[bool] = []
+    real_write = FusedLine.write
+
+    def spy_write(self: FusedLine, *args: Any) -> bool:
+        taken.append(real_write(self, *args))
+        return taken[-1]
+
+    monkeypatch.setattr(FusedLine, "write", spy_write)
+
+    def both(method: str, event: str, fields: dict[str, Any]) -> tuple[Any, Any, bool]:
+        log = obs.get_logger("fused")
+        out = []
+        for on in (False, True, False):
+            runtime._fused = fused if on else None
+            del written[:], handed[:], taken[:]
+            getattr(log, method)(event, **fields)
+            out.append((b"".join(written), list(handed), bool(taken and taken[-1])))
+        runtime._fused = fused
+        return out[1][:2], out[2][:2], out[1][2]
+
+    yield both
+    obs.testing.reset()
+
+
+class TestWithExport:
+    @given(call=calls)
+    @example(call=("info", "request_done", {"model": "llama", "tokens": 1}))
+    @example(call=("warning", "e", {"v": None, "w": -math.inf}))
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    def test_fused_export_equals_the_chains(self, exported: Any, call: Any) -> None:
+        """With export on, the fused path writes the chain's line and hands the export sink
+        what the chain hands it: the same fields in the same order, level and time."""
+        method, event, fields = call
+        fused, chain, _ = exported(method, event, fields)
+        assert chain == fused
+
+    def test_plain_calls_are_fused_and_exported(self, exported: Any) -> None:
+        """The common call takes the fused path with export on, and is handed over once."""
+        fused, chain, taken = exported("info", "request_done", {"model": "llama", "tokens": 1})
+        assert (True, 1, chain) == (taken, len(fused[1]), fused)

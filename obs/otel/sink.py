@@ -30,7 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import get_logger_provider
@@ -67,6 +67,10 @@ class ExportSink:
     """
 
     __slots__ = ("__weakref__", "_atexit", "_settings", "_sigterm", "_worker", "mode")
+
+    #: The fused default path may hand events here: this sink reads only the public
+    #: fields, ``_obs_level``, ``_obs_time_ns``, ``_obs_no_export`` and ``exc_info``.
+    fusable: ClassVar[bool] = True
 
     def __init__(
         self,
