@@ -49,7 +49,9 @@ _REOPEN_CHECK_SECONDS = 1.0
 #: The most bytes one ``write`` carries to a regular file or a terminal.
 CHUNK_MAX = 1 << 16
 #: Queued lines past which a caller waits for the writer (backpressure on a slow reader).
-QUEUE_MAX = 4096
+#: Large: a writer the GIL preempts mid-write sees 31 other threads queue thousands of
+#: lines in one switch interval, and a small bound turned that into a lock convoy again.
+QUEUE_MAX = 65536
 _BACKPRESSURE_SECONDS = 1.0
 
 
