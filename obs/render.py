@@ -51,14 +51,15 @@ class TimeStamper:
     """Processor: ``timestamp`` as ISO 8601 UTC with microseconds and ``Z``, plus ``_obs_time_ns``.
 
     The ``%Y-%m-%dT%H:%M:%S`` prefix is cached per second, so the per-event cost is one
-    ``time_ns()`` and one f-string. A record that already has ``_obs_time_ns`` (a bridged
+    ``time_ns()`` and one ``%`` format. A record that already has ``_obs_time_ns`` (a bridged
     stdlib record) keeps its own time.
     """
 
-    __slots__ = ("_cache",)
+    __slots__ = ("_format", "_second")
 
     def __init__(self) -> None:
-        self._cache: tuple[int, str] = (-1, "")
+        self._second: int | None = None
+        self._format = ""  # "%Y-%m-%dT%H:%M:%S.%%06dZ" of that second, for one % per event
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         ns = event_dict.get("_obs_time_ns")
@@ -70,12 +71,11 @@ class TimeStamper:
 
     def stamp(self, ns: int) -> str:
         """``ns`` (since the epoch) as ``2026-12-04T04:20:00.123456Z``."""
-        sec, micros = divmod(ns // 1000, 1_000_000)
-        cached_sec, prefix = self._cache
-        if cached_sec != sec:
-            prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec))
-            self._cache = (sec, prefix)
-        return prefix + str(1_000_000 + micros)[1:] + "Z"
+        sec = ns // 1_000_000_000
+        if sec != self._second:
+            self._format = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec)) + "%06dZ"
+            self._second = sec
+        return self._format % (ns // 1000 % 1_000_000)
 
 
 _CONTROL_SET = CONTROL_SET

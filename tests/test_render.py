@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Callable
@@ -60,6 +61,16 @@ class TestTimeStamper:
             first["timestamp"],
             second["timestamp"],
         )
+
+    @given(st.lists(st.integers(0, 253_402_300_799_999_999_999), min_size=1, max_size=20))
+    def test_any_sequence_of_times_matches_datetime(self, times: list[int]) -> None:
+        """Any times in any order (the cache is per second, so the order matters): each stamp
+        is what datetime writes for that microsecond, up to year 9999."""
+        stamper = TimeStamper()
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        for ns in times:
+            expected = epoch + datetime.timedelta(microseconds=ns // 1000)
+            assert expected.strftime("%Y-%m-%dT%H:%M:%S.%fZ") == stamper.stamp(ns)
 
 
 class TestStripControlKeys:
