@@ -64,6 +64,19 @@ calls = st.tuples(
 )
 
 
+def _record_fused_taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each FusedLine.write took the call (True) or declined it (False)."""
+    taken: list[bool] = []
+    real_write = FusedLine.write
+
+    def spy(self: FusedLine, *args: Any) -> bool:
+        taken.append(real_write(self, *args))
+        return taken[-1]
+
+    monkeypatch.setattr(FusedLine, "write", spy)
+    return taken
+
+
 @pytest.fixture
 def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Log a call twice (fused, then chain) and return both JSON lines as bytes."""
@@ -80,14 +93,7 @@ def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     fused = runtime._fused
     assert fused is not None
     monkeypatch.setattr(Output, "write", capture)
-    taken: list[bool] = []
-    real_write = FusedLine.write
-
-    def spy(self: FusedLine, *args: Any) -> bool:
-        taken.append(real_write(self, *args))
-        return taken[-1]
-
-    monkeypatch.setattr(FusedLine, "write", spy)
+    taken = _record_fused_taken(monkeypatch)
 
     def both(method: str, event: str, fields: dict[str, Any]) -> tuple[bytes, bytes, bool]:
         log = obs.get_logger("fused")
@@ -207,14 +213,7 @@ def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
     assert fused is not None, "export on: the fused path is still taken"
     monkeypatch.setattr(Output, "write", capture)
     monkeypatch.setattr(ExportSink, "__call__", spy)
-    taken: list[bool] = []
-    real_write = FusedLine.write
-
-    def spy_write(self: FusedLine, *args: Any) -> bool:
-        taken.append(real_write(self, *args))
-        return taken[-1]
-
-    monkeypatch.setattr(FusedLine, "write", spy_write)
+    taken = _record_fused_taken(monkeypatch)
 
     def both(method: str, event: str, fields: dict[str, Any]) -> tuple[Any, Any, bool]:
         log = obs.get_logger("fused")
