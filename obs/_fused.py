@@ -38,13 +38,14 @@ _line = JSONRenderer.line_bytes
 class FusedLine:
     """Writes a plain call's JSON line directly (see the module docstring)."""
 
-    __slots__ = ("_callsite", "_chain", "_redactor", "_runtime", "_stamper")
+    __slots__ = ("_callsite", "_chain", "_redactor", "_runtime", "_sink", "_stamper")
 
     def __init__(
         self, runtime: Runtime, callsite: AddCallsite, stamper: TimeStamper, redactor: Redactor
     ) -> None:
         self._runtime = runtime
         self._chain = runtime.processors  # fused only while the chain is this one
+        self._sink = runtime.sink  # and while the export sink is this one
         self._callsite = callsite
         self._stamper = stamper
         self._redactor = redactor
@@ -79,9 +80,9 @@ class FusedLine:
                         nonfinite = True
                 elif cls not in PLAIN_TYPES:
                     return False
-        sink = runtime.sink  # read with `closed`: a shutdown after this counts the event
-        if runtime.closed or any_bound():
-            return False
+        sink = self._sink
+        if runtime.sink is not sink or runtime.closed or any_bound():
+            return False  # shutting down (the sink is taken first): the chain counts it
         ns = time.time_ns()
         ed: dict[str, Any] = {
             "timestamp": self._stamper.stamp(ns),

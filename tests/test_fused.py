@@ -250,3 +250,43 @@ class TestWithExport:
         """The common call takes the fused path with export on, and is handed over once."""
         fused, chain, taken = exported("info", "request_done", {"model": "llama", "tokens": 1})
         assert (True, 1, chain) == (taken, len(fused[1]), fused)
+
+    def test_a_shutdown_under_way_takes_the_chain(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    ) -> None:
+        """Shutdown takes the sink off the runtime before it marks it closed; a call in
+        between is not fused (it would be neither exported nor counted): the chain hands it
+        to the sink, which is still in its processors."""
+        import obs.otel.transport
+        from obs.otel.sink import ExportSink
+
+        monkeypatch.setattr(obs.otel.transport, "build_exporter", lambda settings: _NoExport())
+        handed: list[str] = []
+        real_call = ExportSink.__call__
+
+        def spy(self: ExportSink, logger: Any, method: str, ed: Any) -> Any:
+            handed.append(ed["event"])
+            return real_call(self, logger, method, ed)
+
+        monkeypatch.setattr(ExportSink, "__call__", spy)
+        obs.configure(
+            format="json",
+            stream="none",
+            stdlib_bridge=False,
+            logs_exporter="otlp",
+            otlp_endpoint="http://127.0.0.1:9",
+            spool_dir=str(tmp_path),
+        )
+        runtime = STATE.runtime
+        assert runtime is not None
+        log = obs.get_logger("fused")
+        log.info("warm_up", n=0)  # the redactor learns the name: the next call could be fused
+        taken = _record_fused_taken(monkeypatch)
+        del handed[:]
+        sink = runtime.sink
+        runtime.sink = None  # shutdown's first step; `closed` is not set yet
+        try:
+            log.info("in_between", n=1)
+        finally:
+            runtime.sink = sink
+        assert ([False], ["in_between"]) == (taken, handed)
