@@ -323,7 +323,7 @@ class FileSink:
         self._next_check = 0.0
         self._force = False
         self._open()
-        self._combiner = Combiner(self._emit)
+        self._combiner = Combiner(_weak_emitter(self))
 
     def _open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
@@ -384,6 +384,18 @@ class FileSink:
         """Reopen the path now (after a SIGHUP or an external rotation)."""
         with self._combiner.lock:
             self._open()
+
+
+def _weak_emitter(sink: FileSink) -> Callable[[list[bytes]], int]:
+    """``sink._emit`` without a reference to the sink: a bound method would make a cycle
+    (sink -> combiner -> method -> sink) and the file would stay open until a GC pass."""
+    ref = weakref.ref(sink)
+
+    def emit(lines: list[bytes]) -> int:
+        target = ref()
+        return target._emit(lines) if target is not None else len(lines)
+
+    return emit
 
 
 def _is_regular_or_char(mode: int) -> bool:

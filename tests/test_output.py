@@ -296,3 +296,25 @@ def test_flush_from_inside_a_write_does_not_wait_on_itself(
     obs.flush()
     assert [0.0, 1.0] == waits
     assert ["outer"] == [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
+
+
+def test_a_file_sink_closes_when_dropped(tmp_path: Path) -> None:
+    """The file closes as soon as the last holder drops its sink, without waiting for a GC
+    pass (a reference cycle through the combiner kept it open until one)."""
+    import gc
+    import weakref
+
+    from obs._output import FileSink
+
+    gc.disable()
+    try:
+        sink = FileSink(str(tmp_path / "a.jsonl"))
+        assert sink.write(b'{"event":"e"}\n')
+        ref, fd = weakref.ref(sink), sink._fd
+        del sink
+        assert ref() is None
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    finally:
+        gc.enable()
+    assert b'{"event":"e"}\n' == (tmp_path / "a.jsonl").read_bytes()
