@@ -114,6 +114,24 @@ def threads_mode() -> None:
     obs.shutdown()
 
 
+def slow_reader_mode() -> None:
+    """16 threads log 1-3 KB lines to stderr, a pipe the parent reads slowly: the kernel's
+    buffer fills, writes block, lines queue behind the writer and go out in batches."""
+    obs.configure(format="json", sdk_disabled=True)
+    log = obs.get_logger("slow")
+
+    def work(t: int) -> None:
+        for i in range(150):
+            log.info("slow_line", thread=t, i=i, blob=chr(97 + t) * (1000 + 13 * i))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    obs.shutdown()
+
+
 def shared_file_mode(path: str, tag: str) -> None:
     """One of several processes appending large lines to the same OBS_FILE."""
     obs.configure(format="json", file=path, stream="none", sdk_disabled=True)
@@ -223,6 +241,7 @@ def main() -> None:
         "gc": gc_mode,
         "threads": threads_mode,
         "shared_file": shared_file_mode,
+        "slow_reader": slow_reader_mode,
         "atexit": atexit_mode,
         "reconfigure": reconfigure_mode,
         "fallback_signal": fallback_signal_mode,

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,32 @@ class TestWholeLines:
         big = [r for r in records if r["event"] == "big_error"]
         # ~10 KB each: cut to PIPE_BUF on a pipe (it may be shared with other processes)
         assert all("PIPE_BUF" in r["truncated"] for r in big)
+
+    def test_threads_behind_a_slow_reader(self) -> None:
+        """16 threads, 2,400 lines of 1-3 KB, stderr a pipe read 4 KB at a time with pauses:
+        the writer blocks on the full pipe while the others queue; every line arrives whole,
+        once, each thread's in order."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+        env["PYTHONPATH"] = str(ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), "slow_reader"], stderr=subprocess.PIPE, env=env
+        )
+        assert proc.stderr is not None
+        chunks = []
+        while True:
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if len(chunks) % 50 == 0:
+                time.sleep(0.01)
+        assert 0 == proc.wait(timeout=60)
+        records = lines_of(b"".join(chunks).decode())
+        assert 16 * 150 == len(records)
+        for t in range(16):
+            mine = [r for r in records if r["thread"] == t]
+            assert list(range(150)) == [r["i"] for r in mine]
+            assert all(r["blob"] == chr(97 + t) * (1000 + 13 * r["i"]) for r in mine)
 
     def test_processes_sharing_one_file(self, tmp_path: Path) -> None:
         """4 processes append 2-8 KB lines to one OBS_FILE: no line interleaves another."""
