@@ -184,6 +184,9 @@ _ONCE_METHODS = {
         (logging.ERROR, "error"),
     )
 }
+for _name, _method in _ONCE_METHODS.items():
+    setattr(VllmLogger, _name, _method)  # on the class too, as they were defined before
+del _name, _method
 
 
 def init_logger(name: str) -> VllmLogger:
