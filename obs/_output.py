@@ -36,7 +36,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from obs.rank import RankInfo
 from obs.render import PIPE_LINE_MAX, ConsoleRenderer
@@ -45,6 +45,7 @@ from obs.settings import Settings
 if TYPE_CHECKING:
     from structlog.typing import EventDict
 
+T = TypeVar("T")
 _REOPEN_CHECK_SECONDS = 1.0
 #: The most bytes one ``write`` carries to a regular file or a terminal.
 CHUNK_MAX = 1 << 16
@@ -76,33 +77,35 @@ def chunks(lines: list[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
         yield b"".join(lines[start:]), len(lines) - start
 
 
-class Combiner:
+class Combiner(Generic[T]):
     """Lines queued by any thread, written by whichever thread holds the lock.
 
     ``submit`` never blocks on another thread's write (unless :data:`QUEUE_MAX` lines are
     already waiting behind a slow reader), and is safe in a signal handler or finaliser:
-    the queue is a ``deque`` and the lock is only tried.
+    the queue is a ``deque`` and the lock is only tried. ``emit`` writes a batch, removes
+    from it what it wrote or counted, and returns how many lines failed; what an interrupt
+    (``KeyboardInterrupt`` out of a write) leaves in a batch goes back on the queue.
     """
 
     __slots__ = ("__weakref__", "_emit", "lock", "queue")
 
-    def __init__(self, emit: Callable[[list[bytes]], int]) -> None:
-        self._emit = emit  # writes a batch, returns how many of its lines failed
+    def __init__(self, emit: Callable[[list[T]], int]) -> None:
+        self._emit = emit
         self.lock = threading.Lock()
-        self.queue: deque[bytes] = deque()
+        self.queue: deque[T] = deque()
         _AFTER_FORK.add(self)
 
-    def submit(self, line: bytes) -> int:
-        """Queue ``line`` and write what is queued if no other thread is; the number of
+    def submit(self, item: T) -> int:
+        """Queue ``item`` and write what is queued if no other thread is; the number of
         lines that failed in the batches this call wrote."""
         queue, lock = self.queue, self.lock
         if not queue and lock.acquire(False):  # the common case: nobody else is writing
             try:
-                failed = self._emit([line])
+                failed = self._emit([item])
             finally:
                 lock.release()
             return failed + self.drain() if queue else failed
-        queue.append(line)
+        queue.append(item)
         return self.drain()
 
     def drain(self) -> int:
@@ -116,24 +119,36 @@ class Combiner:
             if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
                 return failed  # the holder writes it: it looks again after releasing
             try:
-                batch = [queue.popleft() for _ in range(len(queue))]
-                failed += self._emit(batch)
+                failed += self._write_queued()
             finally:
                 lock.release()
         return failed
 
     def settle(self, timeout: float) -> int:
-        """Write what is queued now, waiting up to ``timeout`` for another thread's write
-        to end (a flush: what was logged before it is written when it returns); the number
-        of lines that failed."""
-        queue, lock = self.queue, self.lock
-        if not queue or not lock.acquire(True, timeout):
-            return 0  # nothing queued, or the writer still holds it: it drains after
+        """Wait up to ``timeout`` for a write in progress (it may hold lines already taken
+        off the queue) and write what is queued: when a flush returns, what was logged
+        before it is written. The number of lines that failed."""
+        lock = self.lock
+        if not (lock.acquire(True, timeout) if timeout > 0 else lock.acquire(False)):
+            return 0  # the writer still holds it (or this thread does): it drains after
         try:
-            failed = self._emit([queue.popleft() for _ in range(len(queue))])
+            failed = self._write_queued()
         finally:
             lock.release()
-        return failed + self.drain() if queue else failed
+        return failed + self.drain() if self.queue else failed
+
+    def _write_queued(self) -> int:
+        """Write everything queued now (the lock held); what an interrupt leaves unwritten
+        goes back to the front of the queue, in order."""
+        queue = self.queue
+        batch = [queue.popleft() for _ in range(len(queue))]
+        if not batch:
+            return 0
+        try:
+            return self._emit(batch)
+        except BaseException:
+            queue.extendleft(reversed(batch))
+            raise
 
     def _after_fork(self) -> None:
         # A thread of the parent may have held the lock: the child would wait forever.
@@ -146,10 +161,10 @@ class _Registry:
     """Every combiner, reset in a forked child (one hook, registered on first use)."""
 
     def __init__(self) -> None:
-        self._items: weakref.WeakSet[Combiner] = weakref.WeakSet()
+        self._items: weakref.WeakSet[Combiner[Any]] = weakref.WeakSet()
         self._hooked = False
 
-    def add(self, combiner: Combiner) -> None:
+    def add(self, combiner: Combiner[Any]) -> None:
         if not self._hooked and hasattr(os, "register_at_fork"):
             self._hooked = True
             os.register_at_fork(after_in_child=self._after_fork)
@@ -188,21 +203,22 @@ class StreamSink:
             seen = self._seen = (stream, *_describe(stream))
         return seen[2]
 
-    def write(self, data: bytes) -> bool:
-        """Write one line (bytes, newline included); False when it (or a line it wrote for
-        another thread) could not be written.
+    def write(self, data: bytes) -> int:
+        """Write one line (bytes, newline included) to the stream in effect now; the
+        number of lines that failed (this one, and any this call wrote for other threads).
 
         :meth:`Combiner.submit`'s fast path, inlined (two frames fewer per line): when no
-        line is queued and the lock is free, this line is written now, here.
+        line is queued and the lock is free, this line is written now, here. Otherwise it
+        is queued with the stream it is for (a ``redirect_stderr`` block gets its lines).
         """
         stream = getattr(sys, self._name)
         if stream is None:
-            return False
+            return 1
         combiner = self._combiner
         lock = combiner.lock
         if combiner.queue or not lock.acquire(False):
-            return not combiner.submit(data)  # another thread is writing: it takes this too
-        ok = True
+            return combiner.submit((stream, data))  # another thread is writing: it takes it
+        failed = 0
         try:
             seen = self._seen
             if stream is not seen[0]:
@@ -213,10 +229,10 @@ class StreamSink:
             else:  # a text stream without a descriptor (pytest's capture, StringIO)
                 stream.write(data.decode("utf-8", "replace"))
         except Exception:
-            ok = False
+            failed = 1
         finally:
             lock.release()
-        return not combiner.drain() and ok if combiner.queue else ok
+        return failed + combiner.drain() if combiner.queue else failed
 
     def flush(self, timeout: float = 1.0) -> int:
         """Write the queued lines (see :meth:`Combiner.settle`), then flush the stream's
@@ -245,57 +261,71 @@ def _describe(stream: Any) -> tuple[int, bool]:
 
 
 def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
-    """Write ``lines`` in whole-line chunks of at most ``limit`` bytes; the lines that failed."""
-    if len(lines) == 1:
-        try:
-            _write_all(fd, lines[0])
-        except Exception:
-            return 1
-        return 0
+    """Write ``lines`` in whole-line chunks of at most ``limit`` bytes, removing each chunk
+    from ``lines`` once written or counted (an interrupt leaves the rest there); the lines
+    that failed."""
     failed = 0
-    for chunk, count in chunks(lines, limit):
+    for chunk, count in list(chunks(lines, limit)):
         try:
             _write_all(fd, chunk)
         except Exception:
             failed += count
+        del lines[:count]
     return failed
 
 
-def _stream_emitter(name: str) -> Callable[[list[bytes]], int]:
-    """Write a batch of lines to ``sys.<name>``; the number of lines that failed."""
+def _stream_emitter() -> Callable[[list[tuple[Any, bytes]]], int]:
+    """Write a batch of ``(stream, line)`` to their streams, consecutive lines for the same
+    stream together; the number of lines that failed."""
     seen: list[Any] = [None, -1, False]  # only touched under the combiner's lock
 
-    def emit(lines: list[bytes]) -> int:
-        try:
-            stream = getattr(sys, name)
-            if stream is None:
-                return len(lines)
-            if stream is not seen[0]:
-                seen[:] = [stream, *_describe(stream)]
-            fd, pipe = seen[1], seen[2]
-            if fd >= 0:
-                stream.flush()  # what the app printed before comes first
-            else:  # a text stream without a descriptor (pytest's capture, StringIO)
-                data = lines[0] if len(lines) == 1 else b"".join(lines)
-                stream.write(data.decode("utf-8", "replace"))
-                return 0
-        except Exception:
-            return len(lines)
-        return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX)
+    def emit(items: list[tuple[Any, bytes]]) -> int:
+        failed = 0
+        while items:
+            stream = items[0][0]
+            count = 1
+            while count < len(items) and items[count][0] is stream:
+                count += 1
+            lines = [line for _, line in items[:count]]
+            try:
+                failed += _to_stream(stream, lines, seen)
+            finally:  # written or counted: off the batch (an interrupt leaves the rest)
+                del items[: count - len(lines)]
+        return failed
 
     return emit
 
 
-_STREAMS: dict[str, Combiner] = {}
+def _to_stream(stream: Any, lines: list[bytes], seen: list[Any]) -> int:
+    """Write ``lines`` to ``stream`` (removing them from the list as they go); the number
+    that failed."""
+    try:
+        if stream is not seen[0]:
+            seen[:] = [stream, *_describe(stream)]
+        fd, pipe = seen[1], seen[2]
+        if fd >= 0:
+            stream.flush()  # what the app printed before comes first
+        else:  # a text stream without a descriptor (pytest's capture, StringIO)
+            stream.write(b"".join(lines).decode("utf-8", "replace"))
+            lines.clear()
+            return 0
+    except Exception:
+        failed = len(lines)
+        lines.clear()
+        return failed
+    return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX)
+
+
+_STREAMS: dict[str, Combiner[tuple[Any, bytes]]] = {}
 _STREAMS_LOCK = threading.Lock()
 
 
-def _stream_combiner(name: str) -> Combiner:
+def _stream_combiner(name: str) -> Combiner[tuple[Any, bytes]]:
     """The one combiner of ``sys.<name>``, made on first use (nothing happens at import)."""
     with _STREAMS_LOCK:
         combiner = _STREAMS.get(name)
         if combiner is None:
-            combiner = _STREAMS[name] = Combiner(_stream_emitter(name))
+            combiner = _STREAMS[name] = Combiner(_stream_emitter())
         return combiner
 
 
@@ -364,12 +394,15 @@ class FileSink:
                     self._force = False
                     self._open()
         except Exception:
-            return len(lines)
+            failed = len(lines)
+            lines.clear()
+            return failed
         return _write_chunks(self._fd, lines, PIPE_LINE_MAX if self._fifo else CHUNK_MAX)
 
-    def write(self, data: bytes) -> bool:
-        """Append one line; False when it (or a line written with it) could not be written."""
-        return not self._combiner.submit(data)
+    def write(self, data: bytes) -> int:
+        """Append one line; the number of lines that failed (this one, and any this call
+        wrote for other threads)."""
+        return self._combiner.submit(data)
 
     def flush(self, timeout: float = 1.0) -> int:
         """Write the queued lines (see :meth:`Combiner.settle`); the number that failed."""
@@ -425,13 +458,13 @@ class Output:
         """Write the console form to the stream and the JSON line to the file."""
         stream, file = self.stream, self.file
         try:
-            if console is not None and stream is not None and not stream.write(console):
-                self.dropped += 1
+            if console is not None and stream is not None:
+                self.dropped += stream.write(console)  # lines of other threads' too
         except Exception:  # one sink failing must not cost the other its line
             self.dropped += 1
         try:
-            if line is not None and file is not None and not file.write(line):
-                self.dropped += 1
+            if line is not None and file is not None:
+                self.dropped += file.write(line)
         except Exception:
             self.dropped += 1
 

@@ -12,13 +12,25 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """``DropEvent`` is structlog's own class (users' chains catch it), imported on first
-    use: ``import obs`` does not import structlog (half its import time is asyncio/ssl)."""
-    if name == "DropEvent":
-        from structlog import DropEvent  # noqa: PLC0415 - lazily, see above
+    use: ``import obs`` does not import structlog (half its import time is asyncio/ssl).
 
-        globals()["DropEvent"] = DropEvent  # later lookups are plain attribute reads
-        return DropEvent
+    A first use while the interpreter shuts down cannot import anything (a finaliser
+    logging a suppressed repeat); then structlog was never loaded, so no chain of the user
+    can catch the drop, and obs' own class stands in (obs raises and catches this one).
+    """
+    if name == "DropEvent":
+        drop: type[BaseException]
+        try:
+            from structlog import DropEvent as drop  # noqa: PLC0415, N813 - lazily, see above
+        except Exception:  # ImportError: sys.meta_path is None (interpreter shutdown)
+            drop = _ShutdownDropEvent
+        globals()["DropEvent"] = drop  # later lookups are plain attribute reads
+        return drop
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _ShutdownDropEvent(BaseException):
+    """Drop this event (structlog's ``DropEvent`` when structlog cannot be imported)."""
 
 
 class ConfigError(ValueError):

@@ -309,7 +309,7 @@ def test_a_file_sink_closes_when_dropped(tmp_path: Path) -> None:
     gc.disable()
     try:
         sink = FileSink(str(tmp_path / "a.jsonl"))
-        assert sink.write(b'{"event":"e"}\n')
+        assert 0 == sink.write(b'{"event":"e"}\n')
         ref, fd = weakref.ref(sink), sink._fd
         del sink
         assert ref() is None
