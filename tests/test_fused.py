@@ -11,7 +11,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -176,14 +176,40 @@ class _NoExport:
         return True
 
 
-@pytest.fixture
-def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
-    """Log a call twice with OTLP export on (fused, then chain): the lines and what the
-    export sink was handed each time (the part of it the sink reads)."""
+def _export_with_spy(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    seen: Callable[[dict[str, Any]], None],
+    **kw: Any,
+) -> Any:
+    """Configure obs with OTLP export to a no-op exporter, ``seen`` called with every event
+    dict the export sink is handed; the runtime."""
     import obs.otel.transport
     from obs.otel.sink import ExportSink
 
     monkeypatch.setattr(obs.otel.transport, "build_exporter", lambda settings: _NoExport())
+    real_call = ExportSink.__call__
+
+    def spy(self: ExportSink, logger: Any, method: str, ed: Any) -> Any:
+        seen(ed)
+        return real_call(self, logger, method, ed)
+
+    monkeypatch.setattr(ExportSink, "__call__", spy)
+    obs.configure(
+        stdlib_bridge=False,
+        logs_exporter="otlp",
+        otlp_endpoint="http://127.0.0.1:9",
+        spool_dir=str(tmp_path),
+        **kw,
+    )
+    assert STATE.runtime is not None
+    return STATE.runtime
+
+
+@pytest.fixture
+def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
+    """Log a call twice with OTLP export on (fused, then chain): the lines and what the
+    export sink was handed each time (the part of it the sink reads)."""
     monkeypatch.setattr(time, "time_ns", lambda: NOW)
     written: list[bytes] = []
     handed: list[tuple[list[tuple[str, Any]], dict[str, Any]]] = []
@@ -192,27 +218,14 @@ def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
         if console is not None:
             written.append(console)
 
-    real_call = ExportSink.__call__
-
-    def spy(self: ExportSink, logger: Any, method: str, ed: Any) -> Any:
+    def seen(ed: dict[str, Any]) -> None:
         public = [(k, v) for k, v in ed.items() if not k.startswith("_obs_")]
         handed.append((public, {k: ed[k] for k in _EXPORT_PRIVATE if k in ed}))
-        return real_call(self, logger, method, ed)
 
-    obs.configure(
-        format="json",
-        level="DEBUG",
-        stdlib_bridge=False,
-        logs_exporter="otlp",
-        otlp_endpoint="http://127.0.0.1:9",
-        spool_dir=str(tmp_path),
-    )
-    runtime = STATE.runtime
-    assert runtime is not None
+    runtime = _export_with_spy(monkeypatch, tmp_path, seen, format="json", level="DEBUG")
     fused = runtime._fused
     assert fused is not None, "export on: the fused path is still taken"
     monkeypatch.setattr(Output, "write", capture)
-    monkeypatch.setattr(ExportSink, "__call__", spy)
     taken = _record_fused_taken(monkeypatch)
 
     def both(method: str, event: str, fields: dict[str, Any]) -> tuple[Any, Any, bool]:
@@ -257,28 +270,14 @@ class TestWithExport:
         """Shutdown takes the sink off the runtime before it marks it closed; a call in
         between is not fused (it would be neither exported nor counted): the chain hands it
         to the sink, which is still in its processors."""
-        import obs.otel.transport
-        from obs.otel.sink import ExportSink
-
-        monkeypatch.setattr(obs.otel.transport, "build_exporter", lambda settings: _NoExport())
         handed: list[str] = []
-        real_call = ExportSink.__call__
-
-        def spy(self: ExportSink, logger: Any, method: str, ed: Any) -> Any:
-            handed.append(ed["event"])
-            return real_call(self, logger, method, ed)
-
-        monkeypatch.setattr(ExportSink, "__call__", spy)
-        obs.configure(
+        runtime = _export_with_spy(
+            monkeypatch,
+            tmp_path,
+            lambda ed: handed.append(ed["event"]),
             format="json",
             stream="none",
-            stdlib_bridge=False,
-            logs_exporter="otlp",
-            otlp_endpoint="http://127.0.0.1:9",
-            spool_dir=str(tmp_path),
         )
-        runtime = STATE.runtime
-        assert runtime is not None
         log = obs.get_logger("fused")
         log.info("warm_up", n=0)  # the redactor learns the name: the next call could be fused
         taken = _record_fused_taken(monkeypatch)

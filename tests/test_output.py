@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _streams import HeldStream, first_writer_held
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,41 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-class _SlowStream(io.StringIO):
-    """A text stream whose first write blocks until ``release`` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.calls = 0
-
-    def write(self, s: str) -> int:
-        self.calls += 1
-        if self.calls == 1:
-            self.entered.set()
-            self.release.wait(30)
-        return super().write(s)
-
-
-def _first_writer_held(
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[_SlowStream, obs.BoundLogger, threading.Thread]:
-    """obs on a slow stderr, and a thread inside its first write (until ``release``)."""
-    slow = _SlowStream()
-    monkeypatch.setattr(sys, "stderr", slow)
-    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
-    log = obs.get_logger("t")
-    first = threading.Thread(target=lambda: log.info("first"))
-    first.start()
-    assert slow.entered.wait(10)
-    return slow, log, first
-
-
 def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.MonkeyPatch) -> None:
     """Thread A is inside a slow write; the main thread's log call returns at once, and its
     line is written after A's, whole (on the old main it waited for A)."""
-    slow, log, first = _first_writer_held(monkeypatch)
+    slow = HeldStream()
+    log, first = first_writer_held(monkeypatch, slow)
     second = threading.Thread(target=lambda: log.info("second", n=2))
     second.start()
     second.join(5)
@@ -81,7 +52,8 @@ def test_a_caller_never_waits_for_another_threads_write(monkeypatch: pytest.Monk
 def test_flush_writes_what_other_threads_queued(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line queued behind another thread's slow write is written by the time
     ``obs.flush()`` returns (flush waits, bounded, for the writer; the call itself did not)."""
-    slow, log, first = _first_writer_held(monkeypatch)
+    slow = HeldStream()
+    log, first = first_writer_held(monkeypatch, slow)
     log.info("queued")  # returns at once: the first thread is still writing
     threading.Timer(0.3, slow.release.set).start()
     obs.flush()

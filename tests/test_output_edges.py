@@ -18,29 +18,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from _streams import HeldStream, first_writer_held
 
 import obs
 from obs._output import Combiner
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class _GatedStream(io.StringIO):
-    """A text stream whose first two writes each block until their gate is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = [threading.Event(), threading.Event()]
-        self.gates = [threading.Event(), threading.Event()]
-        self.calls = 0
-
-    def write(self, s: str) -> int:
-        n = self.calls
-        self.calls += 1
-        if n < 2:
-            self.entered[n].set()
-            self.gates[n].wait(30)
-        return super().write(s)
 
 
 def test_flush_waits_for_a_batch_already_taken_off_the_queue(
@@ -50,13 +33,8 @@ def test_flush_waits_for_a_batch_already_taken_off_the_queue(
     queued line off the queue and is writing it when the main thread calls obs.flush():
     the queue is empty, so settle() returns at once and flush() returns before the main
     thread's own line is written (a worker that flushes then os._exit()s loses it)."""
-    slow = _GatedStream()
-    monkeypatch.setattr(sys, "stderr", slow)
-    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
-    log = obs.get_logger("t")
-    first = threading.Thread(target=lambda: log.info("first"))
-    first.start()
-    assert slow.entered[0].wait(10)
+    slow = HeldStream(2)
+    log, first = first_writer_held(monkeypatch, slow)
     log.info("mine")  # queued: A holds the sink
     slow.gates[0].set()  # A writes "first", then drains: takes "mine" and writes it (slowly)
     assert slow.entered[1].wait(10)
@@ -72,36 +50,14 @@ def test_flush_waits_for_a_batch_already_taken_off_the_queue(
     assert ["first", "mine"] == events, "flush() returned before the caller's line was written"
 
 
-class _BrokenStream(io.StringIO):
-    """A text stream whose every write raises; the first blocks until ``release``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.calls = 0
-
-    def write(self, s: str) -> int:
-        self.calls += 1
-        if self.calls == 1:
-            self.entered.set()
-            self.release.wait(30)
-        raise OSError("stream broken")
-
-
 def test_every_line_a_broken_stream_lost_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Six lines are lost to a stream whose write raises: the holder's own and five the
     main thread queued behind it (written, and failed, in one batch by the holder). The
     holder's call counts the whole batch as one drop and the five queued calls count
     nothing, so ``obs_records_dropped`` reports 2 where 6 records were lost (before the
     combiner every failed line was counted)."""
-    broken = _BrokenStream()
-    monkeypatch.setattr(sys, "stderr", broken)
-    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
-    log = obs.get_logger("t")
-    first = threading.Thread(target=lambda: log.info("first"))
-    first.start()
-    assert broken.entered.wait(10)
+    broken = HeldStream(broken=True)
+    log, first = first_writer_held(monkeypatch, broken)
     for i in range(5):
         log.info("queued", i=i)
     broken.release.set()
@@ -109,25 +65,6 @@ def test_every_line_a_broken_stream_lost_is_counted(monkeypatch: pytest.MonkeyPa
     runtime = obs._config.STATE.runtime
     # the six records, and obs' own report of the drops, written to the same broken stream
     assert 7 == runtime._output.dropped
-
-
-class _FirstWriteHeld(io.StringIO):
-    """A text stream whose first write stores its text, then blocks until ``release``
-    (a writer held up by a slow reader after its bytes went out)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.calls = 0
-
-    def write(self, s: str) -> int:
-        self.calls += 1
-        n = super().write(s)
-        if self.calls == 1:
-            self.entered.set()
-            self.release.wait(30)
-        return n
 
 
 def test_a_line_logged_inside_redirect_stderr_goes_to_the_redirected_stream(
@@ -140,13 +77,8 @@ def test_a_line_logged_inside_redirect_stderr_goes_to_the_redirected_stream(
     up on each write (redirection works)")."""
     import contextlib
 
-    slow = _FirstWriteHeld()
-    monkeypatch.setattr(sys, "stderr", slow)
-    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
-    log = obs.get_logger("t")
-    first = threading.Thread(target=lambda: log.info("first"))
-    first.start()
-    assert slow.entered.wait(10)
+    slow = HeldStream(store_first=True)
+    log, first = first_writer_held(monkeypatch, slow)
     buf = io.StringIO()
     with contextlib.redirect_stderr(buf):
         log.warning("captured")
