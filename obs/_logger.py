@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from obs._fields import user_fields
 from obs.encode import plain_values
+from obs.levels import LEVELS, METHOD_BY_LEVEL, level_class
 
 if TYPE_CHECKING:
     from obs._config import Holder
@@ -171,18 +172,15 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
     return once
 
 
-def _method(level: float) -> str:
-    if level >= _C:
-        return "critical"
-    if level >= _E:
-        return "error"
-    if level >= _W:
-        return "warning"
-    if level >= _I:
-        return "info"
-    return "debug"
+def _method(level: int) -> str:
+    """The method of the level class ``level`` falls in (the levels table's)."""
+    return LEVELS[level_class(level)].method
 
 
 for _level in (_D, _I, _W, _E):
-    setattr(BoundLogger, f"{_method(_level)}_once", _once_method(_level, _method(_level)))
+    setattr(
+        BoundLogger,
+        f"{METHOD_BY_LEVEL[_level]}_once",
+        _once_method(_level, METHOD_BY_LEVEL[_level]),
+    )
 del _level

@@ -33,7 +33,6 @@ from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
 
-_CONTROL = PRIVATE_KEYS
 MAX_LINE = 256 * 1024
 #: Longest line whose text is scanned for ``null`` before the floats are looked at.
 _SCAN_MAX = 2048
@@ -42,7 +41,7 @@ _SCAN_MAX = 2048
 def strip_control_keys(event_dict: EventDict) -> EventDict:
     """Remove obs' internal ``_obs_*`` keys (in place) before rendering."""
     pop = event_dict.pop
-    for key in _CONTROL:
+    for key in PRIVATE_KEYS:
         pop(key, None)
     return event_dict
 

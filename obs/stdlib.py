@@ -51,6 +51,7 @@ from obs._bridge import (
 )
 from obs._config import STATE
 from obs.dedup import OVERFLOW
+from obs.levels import METHOD_BY_LEVEL
 from obs.settings import DEFAULT_ADOPT_LOGGERS
 
 
@@ -176,13 +177,8 @@ def _once(
 
 
 _ONCE_METHODS = {
-    f"{name}_once": _once_method(level, name)
-    for level, name in (
-        (logging.DEBUG, "debug"),
-        (logging.INFO, "info"),
-        (logging.WARNING, "warning"),
-        (logging.ERROR, "error"),
-    )
+    f"{METHOD_BY_LEVEL[level]}_once": _once_method(level, METHOD_BY_LEVEL[level])
+    for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
 }
 for _name, _method in _ONCE_METHODS.items():
     setattr(VllmLogger, _name, _method)  # on the class too, as they were defined before

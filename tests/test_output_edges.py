@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from _streams import HeldStream, first_writer_held
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import obs
 from obs._output import Combiner
@@ -159,3 +161,43 @@ def test_a_suppressed_repeat_during_interpreter_shutdown_does_not_raise() -> Non
     )
     assert "ImportError" not in proc.stderr, proc.stderr[-2000:]
     assert "after_repeat" in proc.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    targets=st.lists(st.integers(0, 2), min_size=1, max_size=12),
+    interrupt_at=st.one_of(st.none(), st.integers(0, 2)),
+)
+def test_queued_lines_go_to_their_own_streams_and_an_interrupt_keeps_the_rest(
+    targets: list[int], interrupt_at: int | None
+) -> None:
+    """The stream sink's batch writer: queued lines go to the stream each was logged for,
+    in order, every one once; a ``KeyboardInterrupt`` from one stream's write leaves that
+    stream's run and everything after it in the batch (the combiner puts it back), and
+    nothing written is left there."""
+    from obs._output import _stream_emitter
+
+    class Stream(io.StringIO):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+        def write(self, s: str) -> int:
+            if self.index == interrupt_at:
+                raise KeyboardInterrupt
+            return super().write(s)
+
+    streams = [Stream(i) for i in range(3)]
+    items = [(streams[t], b"%d:%d\n" % (t, n)) for n, t in enumerate(targets)]
+    batch = list(items)
+    emit = _stream_emitter()
+    try:
+        assert 0 == emit(batch)
+        interrupted = None
+    except KeyboardInterrupt:
+        interrupted = next(i for i, (s, _) in enumerate(items) if s.index == interrupt_at)
+    left = items[interrupted:] if interrupted is not None else []
+    assert left == batch
+    for i, stream in enumerate(streams):
+        written = [line for s, line in items[: len(items) - len(left)] if s is stream]
+        assert b"".join(written).decode() == stream.getvalue(), i
