@@ -151,7 +151,7 @@ class Holder:
             if old is not None:
                 if not keep:
                     old.emit_summaries()
-                old.shutdown(timeout=min(1.0, old.settings.shutdown_timeout))
+                old.shutdown(timeout=min(1.0, old.settings.shutdown_timeout), successor=output)
             if settings.stdlib_bridge:
                 install_bridge(
                     self,

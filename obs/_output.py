@@ -28,6 +28,8 @@ __all__ = [
     "console_line",
 ]
 
+import _thread
+import contextlib
 import os
 import stat
 import sys
@@ -47,13 +49,18 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _REOPEN_CHECK_SECONDS = 1.0
-#: The most bytes one ``write`` carries to a regular file or a terminal.
-CHUNK_MAX = 1 << 16
+#: The most bytes one ``write`` carries to a regular file or a terminal (a batch of
+#: thousands of lines in one or a few writes).
+CHUNK_MAX = 1 << 20
 #: Queued lines past which a caller waits for the writer (backpressure on a slow reader).
 #: Large: a writer the GIL preempts mid-write sees 31 other threads queue thousands of
 #: lines in one switch interval, and a small bound turned that into a lock convoy again.
 QUEUE_MAX = 65536
 _BACKPRESSURE_SECONDS = 1.0
+#: Rounds (each writes all that is queued then) a caller writes for other threads before
+#: it hands the rest to the sink's writer thread: a call stays bounded in time even while
+#: other threads log faster than the sink takes lines.
+HOLDER_ROUNDS = 2
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -85,14 +92,33 @@ class Combiner(Generic[T]):
     the queue is a ``deque`` and the lock is only tried. ``emit`` writes a batch, removes
     from it what it wrote or counted, and returns how many lines failed; what an interrupt
     (``KeyboardInterrupt`` out of a write) leaves in a batch goes back on the queue.
+
+    A call writes at most :data:`HOLDER_ROUNDS` rounds for other threads; what they keep
+    queueing after that goes to the sink's writer thread (started on first need), so no
+    call runs for as long as other threads keep logging faster than the sink writes.
     """
 
-    __slots__ = ("__weakref__", "_emit", "lock", "queue")
+    __slots__ = (
+        "__weakref__",
+        "_emit",
+        "_failed",
+        "_flushing",
+        "_started",
+        "_wake",
+        "lock",
+        "queue",
+    )
 
     def __init__(self, emit: Callable[[list[T]], int]) -> None:
         self._emit = emit
         self.lock = threading.Lock()
         self.queue: deque[T] = deque()
+        #: Lines the writer thread failed to write, reported by the next caller to write.
+        self._failed = 0
+        #: A flush waits for the lock: other writers step aside between rounds (a lock is
+        #: not fair; a busy writer thread would take it back every time).
+        self._flushing = False
+        self._started, self._wake = _writer_locks()
         _AFTER_FORK.add(self)
 
     def submit(self, item: T) -> int:
@@ -109,10 +135,14 @@ class Combiner(Generic[T]):
         return self.drain()
 
     def drain(self) -> int:
-        """Write what is queued unless another thread holds the lock (it drains after)."""
+        """Write what is queued unless another thread holds the lock (it looks again after
+        releasing), for at most :data:`HOLDER_ROUNDS` rounds; then the writer thread takes
+        what is still queued."""
         queue, lock = self.queue, self.lock
         failed = 0
-        while queue:
+        for _ in range(HOLDER_ROUNDS):
+            if not queue or self._flushing:
+                return failed  # nothing left, or a waiting flush writes it next
             # Past QUEUE_MAX wait a little for the writer (a slow reader holds it up); never
             # forever, so even a nested call could not hang on its own thread's lock.
             wait = _BACKPRESSURE_SECONDS if len(queue) > QUEUE_MAX else 0
@@ -122,6 +152,8 @@ class Combiner(Generic[T]):
                 failed += self._write_queued()
             finally:
                 lock.release()
+        if queue:
+            self._hand_off()
         return failed
 
     def settle(self, timeout: float) -> int:
@@ -129,8 +161,16 @@ class Combiner(Generic[T]):
         off the queue) and write what is queued: when a flush returns, what was logged
         before it is written. The number of lines that failed."""
         lock = self.lock
-        if not (lock.acquire(True, timeout) if timeout > 0 else lock.acquire(False)):
-            return 0  # the writer still holds it (or this thread does): it drains after
+        if timeout > 0:
+            self._flushing = True
+            try:
+                got = lock.acquire(True, timeout)
+            finally:
+                self._flushing = False
+        else:
+            got = lock.acquire(False)
+        if not got:  # the writer still holds it (or this thread does): it looks again,
+            return self.drain() if self.queue else 0  # and so does this call
         try:
             failed = self._write_queued()
         finally:
@@ -139,22 +179,86 @@ class Combiner(Generic[T]):
 
     def _write_queued(self) -> int:
         """Write everything queued now (the lock held); what an interrupt leaves unwritten
-        goes back to the front of the queue, in order."""
+        goes back to the front of the queue, in order. The lines that failed, with those
+        the writer thread failed since the last call."""
         queue = self.queue
+        failed, self._failed = self._failed, 0
         batch = [queue.popleft() for _ in range(len(queue))]
         if not batch:
-            return 0
+            return failed
         try:
-            return self._emit(batch)
+            return failed + self._emit(batch)
         except BaseException:
             queue.extendleft(reversed(batch))
+            self._failed += failed
             raise
+
+    def _hand_off(self) -> None:
+        """Wake the writer thread, starting it on first use. Safe in a signal handler: a
+        raw ``_thread`` start and lock release take no lock another frame could hold."""
+        if self._started.acquire(False):
+            try:
+                _thread.start_new_thread(_write_behind, (weakref.ref(self), self._wake))
+            except Exception:  # no new thread (interpreter shutdown): flush writes the rest
+                self._started.release()
+                return
+        _wake_up(self._wake)
+
+    def _write_until_empty(self) -> None:
+        """The writer thread's work: write what is queued until the queue stays empty
+        (waiting for the lock is its job; callers only try it)."""
+        queue = self.queue
+        while queue and not self._flushing:  # a waiting flush goes first, then hands back
+            lock = self.lock
+            lock.acquire()
+            try:
+                failed = self._write_queued()  # takes self._failed: add after the call
+                self._failed += failed
+            finally:
+                lock.release()
 
     def _after_fork(self) -> None:
         # A thread of the parent may have held the lock: the child would wait forever.
-        # Lines queued by the parent's threads are the parent's to write.
+        # Lines queued by the parent's threads are the parent's to write; its writer thread
+        # does not exist here, and starts afresh on first need.
         self.lock = threading.Lock()
         self.queue.clear()
+        self._failed = 0
+        self._flushing = False
+        self._started, self._wake = _writer_locks()
+
+
+def _writer_locks() -> tuple[Any, Any]:
+    """A combiner's ``started`` flag (held once its writer thread runs) and ``wake`` signal
+    (released to wake it): raw locks, so setting either never waits."""
+    wake = _thread.allocate_lock()
+    wake.acquire()
+    return _thread.allocate_lock(), wake
+
+
+def _write_behind(ref: weakref.ReferenceType[Combiner[Any]], wake: Any) -> None:
+    """A sink's writer thread: each time it is woken, write what is queued. It ends when its
+    combiner is gone, or has a new signal (in a forked child, where it does not run)."""
+    combiner = ref()
+    if combiner is None:
+        return
+    weakref.finalize(combiner, _wake_up, wake)  # a dropped sink ends its thread
+    del combiner
+    while True:
+        wake.acquire()
+        combiner = ref()
+        if combiner is None or combiner._wake is not wake:
+            return
+        with contextlib.suppress(BaseException):  # never dies: the rest stays queued
+            combiner._write_until_empty()
+        del combiner
+
+
+def _wake_up(wake: Any) -> None:
+    try:
+        wake.release()
+    except RuntimeError:
+        return  # already woken
 
 
 class _Registry:
@@ -261,17 +365,28 @@ def _describe(stream: Any) -> tuple[int, bool]:
 
 
 def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
-    """Write ``lines`` in whole-line chunks of at most ``limit`` bytes, removing each chunk
-    from ``lines`` once written or counted (an interrupt leaves the rest there); the lines
-    that failed."""
-    failed = 0
-    for chunk, count in list(chunks(lines, limit)):
-        try:
-            _write_all(fd, chunk)
-        except Exception:
-            failed += count
-        del lines[:count]
-    return failed
+    """Write ``lines`` in whole-line chunks of at most ``limit`` bytes, removing them from
+    ``lines`` once written or counted (an interrupt leaves the rest there); the lines that
+    failed. Few chunks: each ``write`` gives up the GIL, and while other threads run Python
+    the writer waits a switch interval (5 ms) to get it back."""
+    failed = done = 0
+    try:
+        if sum(map(len, lines)) <= limit:  # the usual batch: one write
+            try:
+                _write_all(fd, b"".join(lines))
+            except Exception:
+                failed = len(lines)
+            done = len(lines)
+            return failed
+        for chunk, count in list(chunks(lines, limit)):
+            try:
+                _write_all(fd, chunk)
+            except Exception:
+                failed += count
+            done += count
+        return failed
+    finally:
+        del lines[:done]
 
 
 def _stream_emitter() -> Callable[[list[tuple[Any, bytes]]], int]:
@@ -472,12 +587,17 @@ class Output:
         """True when the console stream is a pipe or socket (see StreamSink.is_pipe)."""
         return self.stream is not None and self.stream.is_pipe()
 
-    def flush(self, timeout: float = 1.0) -> None:
+    def flush(self, timeout: float = 1.0, successor: Output | None = None) -> None:
         """Write what other threads queued and flush the stream's text layer, waiting up
-        to ``timeout`` for a write in progress (failed lines are counted in ``dropped``)."""
+        to ``timeout`` for a write in progress (failed lines are counted in ``dropped``).
+        Sinks that ``successor`` writes through too are left to it: their queue goes on."""
+        kept = () if successor is None else successor._combiners()
         for sink in (self.stream, self.file):
-            if sink is not None:
+            if sink is not None and not any(sink._combiner is c for c in kept):
                 self.dropped += sink.flush(timeout)
+
+    def _combiners(self) -> tuple[Combiner[Any], ...]:
+        return tuple(s._combiner for s in (self.stream, self.file) if s is not None)
 
 
 # -- building the output of a configuration ------------------------------------------

@@ -609,15 +609,17 @@ class Runtime:
         self._flush_output()
         return ok
 
-    def _flush_output(self) -> None:
+    def _flush_output(self, successor: Output | None = None) -> None:
         """Write what other threads queued; from inside a log call (a finaliser, a signal
         handler) without waiting: this thread may be the writer."""
-        self._output.flush(0.0 if LOCAL.busy else 1.0)
+        self._output.flush(0.0 if LOCAL.busy else 1.0, successor)
 
-    def shutdown(self, timeout: float | None = None) -> bool:
+    def shutdown(self, timeout: float | None = None, successor: Output | None = None) -> bool:
         """Flush, then stop the export sink within the timeout. The stream and the file stay
         open: records logged afterwards (atexit handlers) are still written there, and those
-        that would have been exported are counted (``unexported_after_shutdown``)."""
+        that would have been exported are counted (``unexported_after_shutdown``).
+        ``successor``: the output of the runtime replacing this one; the sinks it keeps
+        are not flushed (reconfiguring never waits behind other threads' writes)."""
         self.emit_summaries()
         ok = True
         sink, self.sink = self.sink, None
@@ -631,7 +633,7 @@ class Runtime:
             self._final_stats = _stats_of(sink)
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
-        self._flush_output()
+        self._flush_output(successor)
         return ok
 
     def delivery(self) -> dict[str, Any]:

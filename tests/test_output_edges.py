@@ -1,10 +1,10 @@
 """Edge cases of the sinks' combiner and the lazy imports, found by an adversarial review
 of issue 15's second round; each test failed on the commit it reviewed.
 
-Two findings are design properties, documented rather than tested (docs/INTERNALS.md): a
+One finding is a design property, documented rather than tested (docs/INTERNALS.md): a
 line queued behind another thread's write can reach the stream after something its thread
-prints right after the call, and the thread holding a sink writes what others queue until
-the queue is empty.
+prints right after the call. Another (the thread holding a sink wrote what others queued
+until the queue was empty) turned out to be a hang; tests/test_output_bounded.py covers it.
 """
 
 from __future__ import annotations
