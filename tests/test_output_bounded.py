@@ -21,12 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import obs
-from obs._output import Combiner
+from obs._output import HOLDER_ROUNDS, Combiner
 
-#: How long the producers keep the sink busy, and the most one call may take meanwhile
-#: (generous: a 2-vCPU CI machine; the unbounded holder took the whole run).
+#: How long the producers keep the sink busy.
 RUN_SECONDS = 1.5
-BOUND_SECONDS = 0.6
+#: The most batches one call may write: its own line, then HOLDER_ROUNDS rounds for others
+#: (counted, not timed: the old main's holder wrote hundreds, for the whole run).
+MOST_BATCHES = 1 + HOLDER_ROUNDS
 
 
 class _Sink:
@@ -39,8 +40,10 @@ class _Sink:
         self.written: list[bytes] = []
         self.failed: list[bytes] = []
         self.lock = threading.Lock()  # the test's own bookkeeping only
+        self.mine = threading.local()  # batches written by this thread in its current call
 
     def emit(self, lines: list[bytes]) -> int:
+        self.mine.n = getattr(self.mine, "n", 0) + 1
         time.sleep(self.pause)
         with self.lock:
             self.batches += 1
@@ -66,20 +69,21 @@ class _Sink:
 
 
 def _produce(
-    combiner: Combiner[bytes], producers: int, seconds: float
-) -> tuple[list[float], list[int], list[int], Callable[[], None]]:
-    """``producers`` threads submitting as fast as they can for ``seconds``; returns each
-    thread's longest call, its count of lines and of reported failures, and a join."""
-    longest = [0.0] * producers
+    sink: _Sink, combiner: Combiner[bytes], producers: int, seconds: float
+) -> tuple[list[int], list[int], list[int], Callable[[], None]]:
+    """``producers`` threads submitting as fast as they can for ``seconds``; returns the
+    most batches each thread wrote in one call, its count of lines and of reported
+    failures, and a join."""
+    most = [0] * producers
     counts = [0] * producers
     reported = [0] * producers
     stop = time.monotonic() + seconds
 
     def work(t: int) -> None:
         while time.monotonic() < stop:
-            start = time.monotonic()
+            sink.mine.n = 0
             reported[t] += combiner.submit(f"{t}:{counts[t]}\n".encode())
-            longest[t] = max(longest[t], time.monotonic() - start)
+            most[t] = max(most[t], sink.mine.n)
             counts[t] += 1
 
     pool = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(producers)]
@@ -90,16 +94,16 @@ def _produce(
         for th in pool:
             th.join(seconds + 30)
 
-    return longest, counts, reported, join
+    return most, counts, reported, join
 
 
 def test_no_producer_stays_the_writer_for_the_others() -> None:
-    """Four threads log into a sink slower than they are: no call lasts longer than a few
+    """Four threads log into a sink slower than they are: no call writes more than a few
     batches (on the old main one thread wrote for the others for the whole run)."""
     sink = _Sink(pause=0.0005)
-    longest, counts, _, join = _produce(Combiner(sink.emit), 4, RUN_SECONDS)
+    most, counts, _, join = _produce(sink, Combiner(sink.emit), 4, RUN_SECONDS)
     join()
-    assert max(longest) < BOUND_SECONDS, longest
+    assert max(most) <= MOST_BATCHES, most
     assert sink.settled(sum(counts))
 
 
@@ -113,11 +117,13 @@ def test_a_call_writes_a_bounded_number_of_rounds_for_others(call: str) -> None:
     stop = time.monotonic() + RUN_SECONDS
     written: list[bytes] = []
     fed = [0]
+    mine = [0]
 
     def emit(lines: list[bytes]) -> int:
         written.extend(lines)
         lines.clear()
         if threading.current_thread() is me and time.monotonic() < stop:
+            mine[0] += 1
             other = threading.Thread(target=combiner.submit, args=(b"fed %d\n" % fed[0],))
             fed[0] += 1
             other.start()
@@ -125,14 +131,12 @@ def test_a_call_writes_a_bounded_number_of_rounds_for_others(call: str) -> None:
         return 0
 
     combiner: Combiner[bytes] = Combiner(emit)
-    start = time.monotonic()
     if call == "submit":
         combiner.submit(b"mine\n")
     else:
         combiner.queue.append(b"mine\n")
         combiner.settle(1.0)
-    took = time.monotonic() - start
-    assert took < BOUND_SECONDS, f"{call} wrote for others for {took:.2f} s"
+    assert mine[0] <= MOST_BATCHES, f"{call} wrote {mine[0]} batches, for others"
     end = time.monotonic() + 10
     while len(written) < fed[0] + 1 and time.monotonic() < end:
         time.sleep(0.01)
@@ -148,14 +152,15 @@ def test_a_call_writes_a_bounded_number_of_rounds_for_others(call: str) -> None:
 def test_every_call_is_bounded_and_no_line_is_stranded(
     producers: int, pause: float, fail_every: int
 ) -> None:
-    """Any number of producers, any sink speed, failing batches: every call returns within
-    the bound; after the producers stop, every line is written (or counted failed) exactly
-    once without another call, in each thread's order; a flush then reports every failure."""
+    """Any number of producers, any sink speed, failing batches: no call writes more than
+    its own line and HOLDER_ROUNDS rounds; after the producers stop, every line is written
+    (or counted failed) exactly once without another call, in each thread's order; a flush
+    then reports every failure."""
     sink = _Sink(pause, fail_every)
     combiner = Combiner(sink.emit)
-    longest, counts, reported, join = _produce(combiner, producers, 0.5)
+    most, counts, reported, join = _produce(sink, combiner, producers, 0.5)
     join()
-    assert max(longest) < BOUND_SECONDS, longest
+    assert max(most) <= MOST_BATCHES, most
     total = sum(counts)
     assert sink.settled(total), "lines stranded in the queue after the producers stopped"
     flushed = combiner.settle(5.0)  # failures the writer thread saw reach the next caller
@@ -182,6 +187,6 @@ def test_reconfiguring_does_not_wait_for_a_sink_it_keeps(monkeypatch: pytest.Mon
     slow.release.set()
     first.join(10)
     obs.flush()
-    assert took < 0.5, f"configure waited {took:.2f} s behind another thread's write"
+    assert took < 0.8, f"configure waited {took:.2f} s behind another thread's write"
     events = [json.loads(line)["event"] for line in slow.getvalue().splitlines()]
     assert events == ["first", "queued", "after"]
