@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = ["STATE", "Holder"]
 
 import atexit
+import contextlib
 import dataclasses
 import logging
 import signal
@@ -201,12 +202,25 @@ class Holder:
     def _register_atexit(self) -> None:
         if not self._atexit:
             atexit.register(self._at_exit)
+            # Also before threading joins the threads at exit: a multiprocessing child ends
+            # with os._exit() right after that, without atexit, and a sink's writer thread
+            # may still hold lines its threads logged.
+            before_join = getattr(threading, "_register_atexit", None)
+            if before_join is not None:
+                with contextlib.suppress(Exception):  # already shutting down
+                    before_join(self._before_threads_join)
             self._atexit = True
 
     def _at_exit(self) -> None:
         runtime = self.runtime
         if runtime is not None:
             runtime.shutdown()
+
+    def _before_threads_join(self) -> None:
+        runtime = self.runtime
+        if runtime is not None:
+            with contextlib.suppress(Exception):  # exit must go on whatever happens here
+                runtime.flush_lines()
 
 
 STATE = Holder()

@@ -100,17 +100,23 @@ class Combiner(Generic[T]):
 
     __slots__ = (
         "__weakref__",
+        "_alive",
         "_emit",
         "_failed",
         "_flushing",
-        "_started",
+        "_owner",
+        "_pin",
         "_wake",
         "lock",
         "queue",
     )
 
-    def __init__(self, emit: Callable[[list[T]], int]) -> None:
+    def __init__(self, emit: Callable[[list[T]], int], owner: object = None) -> None:
         self._emit = emit
+        #: What ``emit`` writes through, held weakly (a dropped sink closes its file), and
+        #: strongly while the writer thread has its lines (they are written, not lost).
+        self._owner = weakref.ref(owner) if owner is not None else None
+        self._pin: object = None
         self.lock = threading.Lock()
         self.queue: deque[T] = deque()
         #: Lines the writer thread failed to write, reported by the next caller to write.
@@ -118,7 +124,7 @@ class Combiner(Generic[T]):
         #: A flush waits for the lock: other writers step aside between rounds (a lock is
         #: not fair; a busy writer thread would take it back every time).
         self._flushing = False
-        self._started, self._wake = _writer_locks()
+        self._alive, self._wake = _writer_locks()
         _AFTER_FORK.add(self)
 
     def submit(self, item: T) -> int:
@@ -140,26 +146,32 @@ class Combiner(Generic[T]):
         what is still queued."""
         queue, lock = self.queue, self.lock
         failed = 0
-        for _ in range(HOLDER_ROUNDS):
-            if not queue or self._flushing:
-                return failed  # nothing left, or a waiting flush writes it next
-            # Past QUEUE_MAX wait a little for the writer (a slow reader holds it up); never
-            # forever, so even a nested call could not hang on its own thread's lock.
-            wait = _BACKPRESSURE_SECONDS if len(queue) > QUEUE_MAX else 0
-            if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
-                return failed  # the holder writes it: it looks again after releasing
-            try:
-                failed += self._write_queued()
-            finally:
-                lock.release()
+        try:
+            for _ in range(HOLDER_ROUNDS):
+                if not queue or self._flushing:
+                    return failed  # nothing left, or a waiting flush writes it next
+                # Past QUEUE_MAX wait a little for the writer (a slow reader holds it up);
+                # never forever, so even a nested call could not hang on its own lock.
+                wait = _BACKPRESSURE_SECONDS if len(queue) > QUEUE_MAX else 0
+                if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
+                    return failed  # the holder writes it: it looks again after releasing
+                try:
+                    failed += self._write_queued()
+                finally:
+                    lock.release()
+        except BaseException:  # an interrupt: the rest is still written, by the writer
+            if queue:
+                self._hand_off()
+            raise
         if queue:
             self._hand_off()
         return failed
 
-    def settle(self, timeout: float) -> int:
+    def settle(self, timeout: float) -> tuple[int, bool]:
         """Wait up to ``timeout`` for a write in progress (it may hold lines already taken
         off the queue) and write what is queued: when a flush returns, what was logged
-        before it is written. The number of lines that failed."""
+        before it is written. The number of lines that failed, and False when the wait
+        timed out (those lines may still be in flight)."""
         lock = self.lock
         if timeout > 0:
             self._flushing = True
@@ -170,12 +182,12 @@ class Combiner(Generic[T]):
         else:
             got = lock.acquire(False)
         if not got:  # the writer still holds it (or this thread does): it looks again,
-            return self.drain() if self.queue else 0  # and so does this call
+            return (self.drain() if self.queue else 0), False  # and so does this call
         try:
             failed = self._write_queued()
         finally:
             lock.release()
-        return failed + self.drain() if self.queue else failed
+        return (failed + self.drain() if self.queue else failed), True
 
     def _write_queued(self) -> int:
         """Write everything queued now (the lock held); what an interrupt leaves unwritten
@@ -194,13 +206,19 @@ class Combiner(Generic[T]):
             raise
 
     def _hand_off(self) -> None:
-        """Wake the writer thread, starting it on first use. Safe in a signal handler: a
-        raw ``_thread`` start and lock release take no lock another frame could hold."""
-        if self._started.acquire(False):
+        """Wake the writer thread, starting one when none runs. Safe in a signal handler: a
+        raw ``_thread`` start and lock release take no lock another frame could hold. An
+        interrupt anywhere here leaves no stale state: a writer holds ``_alive`` while it
+        runs, and a second one started in a race sees it held and ends at once."""
+        owner = self._owner
+        if owner is not None:
+            self._pin = owner()
+        if not self._alive.locked():
             try:
-                _thread.start_new_thread(_write_behind, (weakref.ref(self), self._wake))
+                _thread.start_new_thread(
+                    _write_behind, (weakref.ref(self), self._wake, self._alive)
+                )
             except Exception:  # no new thread (interpreter shutdown): flush writes the rest
-                self._started.release()
                 return
         _wake_up(self._wake)
 
@@ -208,14 +226,18 @@ class Combiner(Generic[T]):
         """The writer thread's work: write what is queued until the queue stays empty
         (waiting for the lock is its job; callers only try it)."""
         queue = self.queue
-        while queue and not self._flushing:  # a waiting flush goes first, then hands back
-            lock = self.lock
-            lock.acquire()
-            try:
-                failed = self._write_queued()  # takes self._failed: add after the call
-                self._failed += failed
-            finally:
-                lock.release()
+        try:
+            while queue and not self._flushing:  # a waiting flush goes first, hands back
+                lock = self.lock
+                lock.acquire()
+                try:
+                    failed = self._write_queued()  # takes self._failed: add after the call
+                    self._failed += failed
+                finally:
+                    lock.release()
+        finally:
+            if not queue:
+                self._pin = None  # written: the sink may go now
 
     def _after_fork(self) -> None:
         # A thread of the parent may have held the lock: the child would wait forever.
@@ -225,33 +247,39 @@ class Combiner(Generic[T]):
         self.queue.clear()
         self._failed = 0
         self._flushing = False
-        self._started, self._wake = _writer_locks()
+        self._pin = None
+        self._alive, self._wake = _writer_locks()
 
 
 def _writer_locks() -> tuple[Any, Any]:
-    """A combiner's ``started`` flag (held once its writer thread runs) and ``wake`` signal
-    (released to wake it): raw locks, so setting either never waits."""
+    """A combiner's ``alive`` lock (held by its writer thread while it runs) and ``wake``
+    signal (released to wake it): raw locks, so neither ever waits on another frame."""
     wake = _thread.allocate_lock()
     wake.acquire()
     return _thread.allocate_lock(), wake
 
 
-def _write_behind(ref: weakref.ReferenceType[Combiner[Any]], wake: Any) -> None:
+def _write_behind(ref: weakref.ReferenceType[Combiner[Any]], wake: Any, alive: Any) -> None:
     """A sink's writer thread: each time it is woken, write what is queued. It ends when its
     combiner is gone, or has a new signal (in a forked child, where it does not run)."""
-    combiner = ref()
-    if combiner is None:
-        return
-    weakref.finalize(combiner, _wake_up, wake)  # a dropped sink ends its thread
-    del combiner
-    while True:
-        wake.acquire()
+    if not alive.acquire(False):
+        return  # another writer runs (two hand-offs raced to start one)
+    try:
         combiner = ref()
-        if combiner is None or combiner._wake is not wake:
+        if combiner is None:
             return
-        with contextlib.suppress(BaseException):  # never dies: the rest stays queued
-            combiner._write_until_empty()
+        weakref.finalize(combiner, _wake_up, wake)  # a dropped sink ends its thread
         del combiner
+        while True:
+            wake.acquire()
+            combiner = ref()
+            if combiner is None or combiner._wake is not wake:
+                return
+            with contextlib.suppress(BaseException):  # never dies: the rest stays queued
+                combiner._write_until_empty()
+            del combiner
+    finally:
+        alive.release()
 
 
 def _wake_up(wake: Any) -> None:
@@ -338,17 +366,18 @@ class StreamSink:
             lock.release()
         return failed + combiner.drain() if combiner.queue else failed
 
-    def flush(self, timeout: float = 1.0) -> int:
+    def flush(self, timeout: float = 1.0) -> tuple[int, bool]:
         """Write the queued lines (see :meth:`Combiner.settle`), then flush the stream's
-        text layer; the number of lines that failed. Never raises."""
-        failed = self._combiner.settle(timeout)
+        text layer; the number of lines that failed, and whether the wait for a write in
+        progress ended in time. Never raises."""
+        failed, done = self._combiner.settle(timeout)
         try:
             stream = getattr(sys, self._name)
             if stream is not None:
                 stream.flush()
         except Exception:
-            return failed
-        return failed
+            return failed, done
+        return failed, done
 
 
 def _describe(stream: Any) -> tuple[int, bool]:
@@ -468,7 +497,7 @@ class FileSink:
         self._next_check = 0.0
         self._force = False
         self._open()
-        self._combiner = Combiner(_weak_emitter(self))
+        self._combiner = Combiner(_weak_emitter(self), owner=self)
 
     def _open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
@@ -519,8 +548,9 @@ class FileSink:
         wrote for other threads)."""
         return self._combiner.submit(data)
 
-    def flush(self, timeout: float = 1.0) -> int:
-        """Write the queued lines (see :meth:`Combiner.settle`); the number that failed."""
+    def flush(self, timeout: float = 1.0) -> tuple[int, bool]:
+        """Write the queued lines (see :meth:`Combiner.settle`); the number that failed,
+        and whether the wait for a write in progress ended in time."""
         return self._combiner.settle(timeout)
 
     def request_reopen(self) -> None:
@@ -587,14 +617,19 @@ class Output:
         """True when the console stream is a pipe or socket (see StreamSink.is_pipe)."""
         return self.stream is not None and self.stream.is_pipe()
 
-    def flush(self, timeout: float = 1.0, successor: Output | None = None) -> None:
+    def flush(self, timeout: float = 1.0, successor: Output | None = None) -> bool:
         """Write what other threads queued and flush the stream's text layer, waiting up
-        to ``timeout`` for a write in progress (failed lines are counted in ``dropped``).
-        Sinks that ``successor`` writes through too are left to it: their queue goes on."""
+        to ``timeout`` per sink for a write in progress (failed lines are counted in
+        ``dropped``); False when a wait timed out. Sinks that ``successor`` writes through
+        too are left to it: their queue goes on."""
         kept = () if successor is None else successor._combiners()
+        done = True
         for sink in (self.stream, self.file):
             if sink is not None and not any(sink._combiner is c for c in kept):
-                self.dropped += sink.flush(timeout)
+                failed, in_time = sink.flush(timeout)
+                self.dropped += failed
+                done = done and in_time
+        return done
 
     def _combiners(self) -> tuple[Combiner[Any], ...]:
         return tuple(s._combiner for s in (self.stream, self.file) if s is not None)

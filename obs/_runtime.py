@@ -606,13 +606,14 @@ class Runtime:
                 ok = bool(self.sink.force_flush(self._budget(timeout)))
             except Exception:
                 ok = False
-        self._flush_output()
-        return ok
+        return self.flush_lines(timeout) and ok
 
-    def _flush_output(self, successor: Output | None = None) -> None:
-        """Write what other threads queued; from inside a log call (a finaliser, a signal
-        handler) without waiting: this thread may be the writer."""
-        self._output.flush(0.0 if LOCAL.busy else 1.0, successor)
+    def flush_lines(self, timeout: float | None = None, successor: Output | None = None) -> bool:
+        """Write what other threads queued to the stream and the file, waiting up to the
+        budget (``OBS_SHUTDOWN_TIMEOUT`` at most) for a write in progress; False when it
+        timed out. From inside a log call (a finaliser, a signal handler) without waiting:
+        this thread may be the writer."""
+        return self._output.flush(0.0 if LOCAL.busy else self._budget(timeout), successor)
 
     def shutdown(self, timeout: float | None = None, successor: Output | None = None) -> bool:
         """Flush, then stop the export sink within the timeout. The stream and the file stay
@@ -633,8 +634,7 @@ class Runtime:
             self._final_stats = _stats_of(sink)
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
-        self._flush_output(successor)
-        return ok
+        return self.flush_lines(timeout, successor) and ok
 
     def delivery(self) -> dict[str, Any]:
         """What OTLP export did so far: where to, records sent (queued for export),

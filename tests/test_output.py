@@ -177,7 +177,7 @@ def test_every_line_is_written_once_in_order(
         f"{t}:{i}\n".encode() for t in range(threads) for i in range(per_thread)
     )
     # The writer thread's failures reach the next caller that writes (here a flush).
-    assert len(failed_lines) == sum(reported) + combiner.settle(5.0)
+    assert len(failed_lines) == sum(reported) + combiner.settle(5.0)[0]
     for t in range(threads):
         mine = [int(x.split(b":")[1]) for x in written if x.startswith(f"{t}:".encode())]
         assert mine == sorted(mine)
@@ -254,7 +254,7 @@ def test_flush_from_inside_a_write_does_not_wait_on_itself(
     waits: list[float] = []
     real_settle = Combiner.settle
 
-    def settle(self: Combiner, timeout: float) -> int:
+    def settle(self: Combiner, timeout: float) -> tuple[int, bool]:
         waits.append(timeout)
         return real_settle(self, timeout)
 
@@ -270,7 +270,8 @@ def test_flush_from_inside_a_write_does_not_wait_on_itself(
     obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
     obs.get_logger("t").info("outer")
     obs.flush()
-    assert [0.0, 1.0] == waits
+    assert waits[0] == 0.0  # inside the write: no wait on its own lock
+    assert waits[1] > 0  # the outer flush waits, within its budget
     assert ["outer"] == [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
 
 

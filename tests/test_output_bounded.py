@@ -163,7 +163,7 @@ def test_every_call_is_bounded_and_no_line_is_stranded(
     assert max(most) <= MOST_BATCHES, most
     total = sum(counts)
     assert sink.settled(total), "lines stranded in the queue after the producers stopped"
-    flushed = combiner.settle(5.0)  # failures the writer thread saw reach the next caller
+    flushed, _ = combiner.settle(5.0)  # failures the writer thread saw reach the next caller
     expected = sorted(f"{t}:{i}\n".encode() for t in range(producers) for i in range(counts[t]))
     assert sorted(sink.written + sink.failed) == expected
     assert sum(reported) + flushed == len(sink.failed)

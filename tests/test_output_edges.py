@@ -126,7 +126,7 @@ def test_an_interrupt_during_a_batch_does_not_lose_other_threads_lines() -> None
     gate.set()
     a.join(10)
     assert interrupted, "set-up: the holder was interrupted while writing B's line"
-    failed_later = combiner.settle(1.0)
+    failed_later, _ = combiner.settle(1.0)
     assert b"b\n" in written or failed_b + failed_later == 1, "B's line vanished uncounted"
 
 
