@@ -214,13 +214,13 @@ class Holder:
     def _at_exit(self) -> None:
         runtime = self.runtime
         if runtime is not None:
-            runtime.shutdown()
+            runtime.shutdown(at_exit=True)
 
     def _before_threads_join(self) -> None:
         runtime = self.runtime
         if runtime is not None:
             with contextlib.suppress(Exception):  # exit must go on whatever happens here
-                runtime.flush_lines()
+                runtime.flush_lines(at_exit=True)
 
 
 STATE = Holder()

@@ -61,6 +61,8 @@ _BACKPRESSURE_SECONDS = 1.0
 #: it hands the rest to the sink's writer thread: a call stays bounded in time even while
 #: other threads log faster than the sink takes lines.
 HOLDER_ROUNDS = 2
+#: Chunks written in multi-chunk batches (a racy count: only whether it moves matters).
+_PROGRESS = [0]
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -167,16 +169,23 @@ class Combiner(Generic[T]):
             self._hand_off()
         return failed
 
-    def settle(self, timeout: float) -> tuple[int, bool]:
+    def settle(self, timeout: float, *, patient: bool = False) -> tuple[int, bool]:
         """Wait up to ``timeout`` for a write in progress (it may hold lines already taken
         off the queue) and write what is queued: when a flush returns, what was logged
         before it is written. The number of lines that failed, and False when the wait
-        timed out (those lines may still be in flight)."""
+        timed out (those lines may still be in flight). ``patient`` (at exit): wait on
+        while the writer makes progress, giving up after ``timeout`` without any (a slow
+        reader gets every line, a stalled one costs ``timeout``)."""
         lock = self.lock
         if timeout > 0:
             self._flushing = True
             try:
                 got = lock.acquire(True, timeout)
+                while not got and patient:
+                    seen = _PROGRESS[0]
+                    got = lock.acquire(True, timeout)
+                    if _PROGRESS[0] == seen:
+                        break
             finally:
                 self._flushing = False
         else:
@@ -366,11 +375,11 @@ class StreamSink:
             lock.release()
         return failed + combiner.drain() if combiner.queue else failed
 
-    def flush(self, timeout: float = 1.0) -> tuple[int, bool]:
+    def flush(self, timeout: float = 1.0, *, patient: bool = False) -> tuple[int, bool]:
         """Write the queued lines (see :meth:`Combiner.settle`), then flush the stream's
         text layer; the number of lines that failed, and whether the wait for a write in
         progress ended in time. Never raises."""
-        failed, done = self._combiner.settle(timeout)
+        failed, done = self._combiner.settle(timeout, patient=patient)
         try:
             stream = getattr(sys, self._name)
             if stream is not None:
@@ -413,6 +422,7 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
             except Exception:
                 failed += count
             done += count
+            _PROGRESS[0] += 1  # a patient flush waits on while this moves
         return failed
     finally:
         del lines[:done]
@@ -548,10 +558,10 @@ class FileSink:
         wrote for other threads)."""
         return self._combiner.submit(data)
 
-    def flush(self, timeout: float = 1.0) -> tuple[int, bool]:
+    def flush(self, timeout: float = 1.0, *, patient: bool = False) -> tuple[int, bool]:
         """Write the queued lines (see :meth:`Combiner.settle`); the number that failed,
         and whether the wait for a write in progress ended in time."""
-        return self._combiner.settle(timeout)
+        return self._combiner.settle(timeout, patient=patient)
 
     def request_reopen(self) -> None:
         """Reopen the path before the next line (safe in a signal handler: no lock, no I/O)."""
@@ -617,16 +627,18 @@ class Output:
         """True when the console stream is a pipe or socket (see StreamSink.is_pipe)."""
         return self.stream is not None and self.stream.is_pipe()
 
-    def flush(self, timeout: float = 1.0, successor: Output | None = None) -> bool:
+    def flush(
+        self, timeout: float = 1.0, successor: Output | None = None, *, patient: bool = False
+    ) -> bool:
         """Write what other threads queued and flush the stream's text layer, waiting up
         to ``timeout`` per sink for a write in progress (failed lines are counted in
         ``dropped``); False when a wait timed out. Sinks that ``successor`` writes through
-        too are left to it: their queue goes on."""
+        too are left to it: their queue goes on. ``patient``: see :meth:`Combiner.settle`."""
         kept = () if successor is None else successor._combiners()
         done = True
         for sink in (self.stream, self.file):
             if sink is not None and not any(sink._combiner is c for c in kept):
-                failed, in_time = sink.flush(timeout)
+                failed, in_time = sink.flush(timeout, patient=patient)
                 self.dropped += failed
                 done = done and in_time
         return done

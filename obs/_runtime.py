@@ -608,14 +608,28 @@ class Runtime:
                 ok = False
         return self.flush_lines(timeout) and ok
 
-    def flush_lines(self, timeout: float | None = None, successor: Output | None = None) -> bool:
+    def flush_lines(
+        self,
+        timeout: float | None = None,
+        successor: Output | None = None,
+        *,
+        at_exit: bool = False,
+    ) -> bool:
         """Write what other threads queued to the stream and the file, waiting up to the
         budget (``OBS_SHUTDOWN_TIMEOUT`` at most) for a write in progress; False when it
         timed out. From inside a log call (a finaliser, a signal handler) without waiting:
-        this thread may be the writer."""
-        return self._output.flush(0.0 if LOCAL.busy else self._budget(timeout), successor)
+        this thread may be the writer. ``at_exit``: wait on while a slow reader still
+        takes lines (the budget bounds a wait without progress)."""
+        budget = 0.0 if LOCAL.busy else self._budget(timeout)
+        return self._output.flush(budget, successor, patient=at_exit)
 
-    def shutdown(self, timeout: float | None = None, successor: Output | None = None) -> bool:
+    def shutdown(
+        self,
+        timeout: float | None = None,
+        successor: Output | None = None,
+        *,
+        at_exit: bool = False,
+    ) -> bool:
         """Flush, then stop the export sink within the timeout. The stream and the file stay
         open: records logged afterwards (atexit handlers) are still written there, and those
         that would have been exported are counted (``unexported_after_shutdown``).
@@ -634,7 +648,7 @@ class Runtime:
             self._final_stats = _stats_of(sink)
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
-        return self.flush_lines(timeout, successor) and ok
+        return self.flush_lines(timeout, successor, at_exit=at_exit) and ok
 
     def delivery(self) -> dict[str, Any]:
         """What OTLP export did so far: where to, records sent (queued for export),

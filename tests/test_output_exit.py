@@ -48,9 +48,13 @@ _EXIT_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("shutdown", [False, True], ids=["atexit", "shutdown10s"])
+@pytest.mark.parametrize(
+    ("shutdown", "budget"),
+    [(False, None), (True, None), (False, "0.5")],
+    ids=["atexit", "shutdown10s", "atexit-budget-0.5s"],
+)
 def test_exit_writes_the_lines_non_daemon_threads_logged_behind_a_slow_reader(
-    shutdown: bool,
+    shutdown: bool, budget: str | None, tmp_path: Path
 ) -> None:
     """Four ordinary (non-daemon) threads log 2400 lines to stderr, a pipe whose reader is
     slow (100 KB/s, a log shipper catching up), then the script ends. Before a927793 the
@@ -60,12 +64,14 @@ def test_exit_writes_the_lines_non_daemon_threads_logged_behind_a_slow_reader(
     vanish, rc 0, nothing counted."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env = {k: v for k, v in env.items() if not k.startswith(("OBS_", "OTEL_"))}
+    if budget is not None:  # exit waits on while the reader takes lines, past the budget
+        env["OBS_SHUTDOWN_TIMEOUT"] = budget
     proc = subprocess.Popen(
         [sys.executable, "-c", f"SHUTDOWN = {shutdown}\n" + _EXIT_CHILD],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        cwd="/",  # not the checkout: -c puts the cwd first on sys.path
+        cwd=str(tmp_path),  # not the checkout: -c puts the cwd first on sys.path
     )
     joined = threading.Event()
 
@@ -164,11 +170,12 @@ def _hand_off_opcodes() -> int:
         return tracer
 
     combiner.queue.append(b"x\n")
+    previous = sys.gettrace()  # coverage's tracer: put it back, or nothing after is measured
     sys.settrace(tracer)
     try:
         combiner._hand_off()
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     return count[0]
 
 
@@ -211,12 +218,13 @@ def test_an_interrupt_anywhere_in_the_hand_off_leaves_no_line_stranded(at: int) 
                     raise KeyboardInterrupt  # what a SIGINT handler raises here
         return tracer
 
+    previous = sys.gettrace()
     sys.settrace(tracer)
     try:
         with pytest.raises(KeyboardInterrupt):
             combiner.submit(b"mine\n")
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     fed[0] = 0
     combiner.submit(b"again\n")  # two rounds, more lines fed: the rest is the writer's
     end = time.monotonic() + 5
