@@ -217,6 +217,9 @@ class Holder:
             runtime.shutdown(at_exit=True)
 
     def _before_threads_join(self) -> None:
+        from obs._combiner import exiting  # noqa: PLC0415 - loaded with the sinks
+
+        exiting()  # threads still logging write their own lines: joining them waits for it
         runtime = self.runtime
         if runtime is not None:
             with contextlib.suppress(Exception):  # exit must go on whatever happens here

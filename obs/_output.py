@@ -1,14 +1,13 @@
 """Where rendered lines go: the console stream and the JSON-lines file.
 
 Every line leaves whole. Threads never wait on each other to log: a line is queued on its
-sink's :class:`Combiner` and whichever thread holds the sink's lock writes every queued
-line, several per ``write`` (a caller that finds the lock taken returns at once; the holder
-re-checks after it lets go, so no line is stranded). Chunks are cut at line ends and, on a
-pipe or socket, kept within ``PIPE_BUF`` so the kernel keeps them whole against other
-processes; the file is opened ``O_APPEND`` so processes sharing it never interleave inside a
-line. The stream is looked up on each write (redirection works); when it has a file
-descriptor the bytes go straight to it after the text layer is flushed, so a 10 KB line is
-never split by the text layer's buffer.
+sink's :class:`~obs._combiner.Combiner` and whichever thread holds the sink's lock (or the
+sink's writer thread) writes every queued line, several per ``write``. Chunks are cut at
+line ends and, on a pipe or socket, kept within ``PIPE_BUF`` so the kernel keeps them whole
+against other processes; the file is opened ``O_APPEND`` so processes sharing it never
+interleave inside a line. The stream is looked up on each write (redirection works); when it
+has a file descriptor the bytes go straight to it after the text layer is flushed, so a 10
+KB line is never split by the text layer's buffer.
 
 The file is a shipping sink: it is created 0600, reopened when logrotate renames it (its
 inode changes), and never closed while a thread may still write to it: it closes when the
@@ -18,6 +17,8 @@ last runtime holding it is gone.
 from __future__ import annotations
 
 __all__ = [
+    "HOLDER_ROUNDS",
+    "QUEUE_MAX",
     "Combiner",
     "FileSink",
     "Output",
@@ -28,18 +29,16 @@ __all__ = [
     "console_line",
 ]
 
-import _thread
-import contextlib
 import os
 import stat
 import sys
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from obs._combiner import HOLDER_ROUNDS, PROGRESS, QUEUE_MAX, Combiner
 from obs.rank import RankInfo
 from obs.render import PIPE_LINE_MAX, ConsoleRenderer
 from obs.settings import Settings
@@ -47,22 +46,10 @@ from obs.settings import Settings
 if TYPE_CHECKING:
     from structlog.typing import EventDict
 
-T = TypeVar("T")
 _REOPEN_CHECK_SECONDS = 1.0
 #: The most bytes one ``write`` carries to a regular file or a terminal (a batch of
 #: thousands of lines in one or a few writes).
 CHUNK_MAX = 1 << 20
-#: Queued lines past which a caller waits for the writer (backpressure on a slow reader).
-#: Large: a writer the GIL preempts mid-write sees 31 other threads queue thousands of
-#: lines in one switch interval, and a small bound turned that into a lock convoy again.
-QUEUE_MAX = 65536
-_BACKPRESSURE_SECONDS = 1.0
-#: Rounds (each writes all that is queued then) a caller writes for other threads before
-#: it hands the rest to the sink's writer thread: a call stays bounded in time even while
-#: other threads log faster than the sink takes lines.
-HOLDER_ROUNDS = 2
-#: Chunks written in multi-chunk batches (a racy count: only whether it moves matters).
-_PROGRESS = [0]
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -84,239 +71,6 @@ def chunks(lines: list[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
         size += len(line)
     if start < len(lines):
         yield b"".join(lines[start:]), len(lines) - start
-
-
-class Combiner(Generic[T]):
-    """Lines queued by any thread, written by whichever thread holds the lock.
-
-    ``submit`` never blocks on another thread's write (unless :data:`QUEUE_MAX` lines are
-    already waiting behind a slow reader), and is safe in a signal handler or finaliser:
-    the queue is a ``deque`` and the lock is only tried. ``emit`` writes a batch, removes
-    from it what it wrote or counted, and returns how many lines failed; what an interrupt
-    (``KeyboardInterrupt`` out of a write) leaves in a batch goes back on the queue.
-
-    A call writes at most :data:`HOLDER_ROUNDS` rounds for other threads; what they keep
-    queueing after that goes to the sink's writer thread (started on first need), so no
-    call runs for as long as other threads keep logging faster than the sink writes.
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "_alive",
-        "_emit",
-        "_failed",
-        "_flushing",
-        "_owner",
-        "_pin",
-        "_wake",
-        "lock",
-        "queue",
-    )
-
-    def __init__(self, emit: Callable[[list[T]], int], owner: object = None) -> None:
-        self._emit = emit
-        #: What ``emit`` writes through, held weakly (a dropped sink closes its file), and
-        #: strongly while the writer thread has its lines (they are written, not lost).
-        self._owner = weakref.ref(owner) if owner is not None else None
-        self._pin: object = None
-        self.lock = threading.Lock()
-        self.queue: deque[T] = deque()
-        #: Lines the writer thread failed to write, reported by the next caller to write.
-        self._failed = 0
-        #: A flush waits for the lock: other writers step aside between rounds (a lock is
-        #: not fair; a busy writer thread would take it back every time).
-        self._flushing = False
-        self._alive, self._wake = _writer_locks()
-        _AFTER_FORK.add(self)
-
-    def submit(self, item: T) -> int:
-        """Queue ``item`` and write what is queued if no other thread is; the number of
-        lines that failed in the batches this call wrote."""
-        queue, lock = self.queue, self.lock
-        if not queue and lock.acquire(False):  # the common case: nobody else is writing
-            try:
-                failed = self._emit([item])
-            finally:
-                lock.release()
-            return failed + self.drain() if queue else failed
-        queue.append(item)
-        return self.drain()
-
-    def drain(self) -> int:
-        """Write what is queued unless another thread holds the lock (it looks again after
-        releasing), for at most :data:`HOLDER_ROUNDS` rounds; then the writer thread takes
-        what is still queued."""
-        queue, lock = self.queue, self.lock
-        failed = 0
-        try:
-            for _ in range(HOLDER_ROUNDS):
-                if not queue or self._flushing:
-                    return failed  # nothing left, or a waiting flush writes it next
-                # Past QUEUE_MAX wait a little for the writer (a slow reader holds it up);
-                # never forever, so even a nested call could not hang on its own lock.
-                wait = _BACKPRESSURE_SECONDS if len(queue) > QUEUE_MAX else 0
-                if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
-                    return failed  # the holder writes it: it looks again after releasing
-                try:
-                    failed += self._write_queued()
-                finally:
-                    lock.release()
-        except BaseException:  # an interrupt: the rest is still written, by the writer
-            if queue:
-                self._hand_off()
-            raise
-        if queue:
-            self._hand_off()
-        return failed
-
-    def settle(self, timeout: float, *, patient: bool = False) -> tuple[int, bool]:
-        """Wait up to ``timeout`` for a write in progress (it may hold lines already taken
-        off the queue) and write what is queued: when a flush returns, what was logged
-        before it is written. The number of lines that failed, and False when the wait
-        timed out (those lines may still be in flight). ``patient`` (at exit): wait on
-        while the writer makes progress, giving up after ``timeout`` without any (a slow
-        reader gets every line, a stalled one costs ``timeout``)."""
-        lock = self.lock
-        if timeout > 0:
-            self._flushing = True
-            try:
-                got = lock.acquire(True, timeout)
-                while not got and patient:
-                    seen = _PROGRESS[0]
-                    got = lock.acquire(True, timeout)
-                    if _PROGRESS[0] == seen:
-                        break
-            finally:
-                self._flushing = False
-        else:
-            got = lock.acquire(False)
-        if not got:  # the writer still holds it (or this thread does): it looks again,
-            return (self.drain() if self.queue else 0), False  # and so does this call
-        try:
-            failed = self._write_queued()
-        finally:
-            lock.release()
-        return (failed + self.drain() if self.queue else failed), True
-
-    def _write_queued(self) -> int:
-        """Write everything queued now (the lock held); what an interrupt leaves unwritten
-        goes back to the front of the queue, in order. The lines that failed, with those
-        the writer thread failed since the last call."""
-        queue = self.queue
-        failed, self._failed = self._failed, 0
-        batch = [queue.popleft() for _ in range(len(queue))]
-        if not batch:
-            return failed
-        try:
-            return failed + self._emit(batch)
-        except BaseException:
-            queue.extendleft(reversed(batch))
-            self._failed += failed
-            raise
-
-    def _hand_off(self) -> None:
-        """Wake the writer thread, starting one when none runs. Safe in a signal handler: a
-        raw ``_thread`` start and lock release take no lock another frame could hold. An
-        interrupt anywhere here leaves no stale state: a writer holds ``_alive`` while it
-        runs, and a second one started in a race sees it held and ends at once."""
-        owner = self._owner
-        if owner is not None:
-            self._pin = owner()
-        if not self._alive.locked():
-            try:
-                _thread.start_new_thread(
-                    _write_behind, (weakref.ref(self), self._wake, self._alive)
-                )
-            except Exception:  # no new thread (interpreter shutdown): flush writes the rest
-                return
-        _wake_up(self._wake)
-
-    def _write_until_empty(self) -> None:
-        """The writer thread's work: write what is queued until the queue stays empty
-        (waiting for the lock is its job; callers only try it)."""
-        queue = self.queue
-        try:
-            while queue and not self._flushing:  # a waiting flush goes first, hands back
-                lock = self.lock
-                lock.acquire()
-                try:
-                    failed = self._write_queued()  # takes self._failed: add after the call
-                    self._failed += failed
-                finally:
-                    lock.release()
-        finally:
-            if not queue:
-                self._pin = None  # written: the sink may go now
-
-    def _after_fork(self) -> None:
-        # A thread of the parent may have held the lock: the child would wait forever.
-        # Lines queued by the parent's threads are the parent's to write; its writer thread
-        # does not exist here, and starts afresh on first need.
-        self.lock = threading.Lock()
-        self.queue.clear()
-        self._failed = 0
-        self._flushing = False
-        self._pin = None
-        self._alive, self._wake = _writer_locks()
-
-
-def _writer_locks() -> tuple[Any, Any]:
-    """A combiner's ``alive`` lock (held by its writer thread while it runs) and ``wake``
-    signal (released to wake it): raw locks, so neither ever waits on another frame."""
-    wake = _thread.allocate_lock()
-    wake.acquire()
-    return _thread.allocate_lock(), wake
-
-
-def _write_behind(ref: weakref.ReferenceType[Combiner[Any]], wake: Any, alive: Any) -> None:
-    """A sink's writer thread: each time it is woken, write what is queued. It ends when its
-    combiner is gone, or has a new signal (in a forked child, where it does not run)."""
-    if not alive.acquire(False):
-        return  # another writer runs (two hand-offs raced to start one)
-    try:
-        combiner = ref()
-        if combiner is None:
-            return
-        weakref.finalize(combiner, _wake_up, wake)  # a dropped sink ends its thread
-        del combiner
-        while True:
-            wake.acquire()
-            combiner = ref()
-            if combiner is None or combiner._wake is not wake:
-                return
-            with contextlib.suppress(BaseException):  # never dies: the rest stays queued
-                combiner._write_until_empty()
-            del combiner
-    finally:
-        alive.release()
-
-
-def _wake_up(wake: Any) -> None:
-    try:
-        wake.release()
-    except RuntimeError:
-        return  # already woken
-
-
-class _Registry:
-    """Every combiner, reset in a forked child (one hook, registered on first use)."""
-
-    def __init__(self) -> None:
-        self._items: weakref.WeakSet[Combiner[Any]] = weakref.WeakSet()
-        self._hooked = False
-
-    def add(self, combiner: Combiner[Any]) -> None:
-        if not self._hooked and hasattr(os, "register_at_fork"):
-            self._hooked = True
-            os.register_at_fork(after_in_child=self._after_fork)
-        self._items.add(combiner)
-
-    def _after_fork(self) -> None:
-        for combiner in list(self._items):
-            combiner._after_fork()
-
-
-_AFTER_FORK = _Registry()
 
 
 class StreamSink:
@@ -407,7 +161,7 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
     ``lines`` once written or counted (an interrupt leaves the rest there); the lines that
     failed. Few chunks: each ``write`` gives up the GIL, and while other threads run Python
     the writer waits a switch interval (5 ms) to get it back."""
-    failed = done = 0
+    failed = done = 0  # PROGRESS counts writes: a patient flush waits on while it moves
     try:
         if sum(map(len, lines)) <= limit:  # the usual batch: one write
             try:
@@ -415,6 +169,7 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
             except Exception:
                 failed = len(lines)
             done = len(lines)
+            PROGRESS[0] += 1
             return failed
         for chunk, count in list(chunks(lines, limit)):
             try:
@@ -422,7 +177,7 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
             except Exception:
                 failed += count
             done += count
-            _PROGRESS[0] += 1  # a patient flush waits on while this moves
+            PROGRESS[0] += 1
         return failed
     finally:
         del lines[:done]
@@ -631,14 +386,17 @@ class Output:
         self, timeout: float = 1.0, successor: Output | None = None, *, patient: bool = False
     ) -> bool:
         """Write what other threads queued and flush the stream's text layer, waiting up
-        to ``timeout`` per sink for a write in progress (failed lines are counted in
-        ``dropped``); False when a wait timed out. Sinks that ``successor`` writes through
-        too are left to it: their queue goes on. ``patient``: see :meth:`Combiner.settle`."""
+        to ``timeout`` (one budget for both sinks) for what was logged before to be written
+        (failed lines are counted in ``dropped``); False when time ran out. Sinks that
+        ``successor`` writes through too are left to it: their queue goes on.
+        ``patient``: see :meth:`Combiner.settle`."""
         kept = () if successor is None else successor._combiners()
         done = True
+        deadline = time.monotonic() + timeout  # one budget for both sinks
         for sink in (self.stream, self.file):
             if sink is not None and not any(sink._combiner is c for c in kept):
-                failed, in_time = sink.flush(timeout, patient=patient)
+                left = max(0.0, deadline - time.monotonic()) if timeout > 0 else 0.0
+                failed, in_time = sink.flush(left, patient=patient)
                 self.dropped += failed
                 done = done and in_time
         return done

@@ -80,6 +80,7 @@ class Runtime:
         "_next_drop_report",
         "_output",
         "_reported",
+        "_stalled_at_exit",
         "captures",
         "closed",
         "deduper",
@@ -125,6 +126,7 @@ class Runtime:
         self.drops_due = False
         self._next_drop_report = 0.0
         self.closed = False
+        self._stalled_at_exit = False
         self._output = output or build_output(settings, self.resolver.current())
         self._console: Callable[[EventDict], bytes] = (
             JSONRenderer.line_bytes
@@ -608,28 +610,20 @@ class Runtime:
                 ok = False
         return self.flush_lines(timeout) and ok
 
-    def flush_lines(
-        self,
-        timeout: float | None = None,
-        successor: Output | None = None,
-        *,
-        at_exit: bool = False,
-    ) -> bool:
-        """Write what other threads queued to the stream and the file, waiting up to the
-        budget (``OBS_SHUTDOWN_TIMEOUT`` at most) for a write in progress; False when it
-        timed out. From inside a log call (a finaliser, a signal handler) without waiting:
-        this thread may be the writer. ``at_exit``: wait on while a slow reader still
-        takes lines (the budget bounds a wait without progress)."""
-        budget = 0.0 if LOCAL.busy else self._budget(timeout)
-        return self._output.flush(budget, successor, patient=at_exit)
+    def flush_lines(self, timeout: float | None = None, successor: Output | None = None,
+                    *, at_exit: bool = False) -> bool:  # fmt: skip
+        """Wait up to the budget (``OBS_SHUTDOWN_TIMEOUT`` at most) until the lines logged
+        so far are written; False when time ran out. Inside a log call (a finaliser, a
+        signal handler) it does not wait. ``at_exit``: wait on while a slow reader still
+        takes lines; after one stalled wait, exit does not wait again."""
+        stalled = LOCAL.busy or (at_exit and self._stalled_at_exit)
+        done = self._output.flush(0.0 if stalled else self._budget(timeout), successor,
+                                  patient=at_exit)  # fmt: skip
+        self._stalled_at_exit = at_exit and not done
+        return done
 
-    def shutdown(
-        self,
-        timeout: float | None = None,
-        successor: Output | None = None,
-        *,
-        at_exit: bool = False,
-    ) -> bool:
+    def shutdown(self, timeout: float | None = None, successor: Output | None = None,
+                 *, at_exit: bool = False) -> bool:  # fmt: skip
         """Flush, then stop the export sink within the timeout. The stream and the file stay
         open: records logged afterwards (atexit handlers) are still written there, and those
         that would have been exported are counted (``unexported_after_shutdown``).

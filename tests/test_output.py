@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import obs
-from obs import _output
+from obs import _combiner
 from obs._output import Combiner, chunks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def test_flush_writes_what_other_threads_queued(monkeypatch: pytest.MonkeyPatch)
 _FORK_CHILD = """
 import os, sys, threading
 import obs
-from obs import _output
+from obs import _combiner, _output
 
 obs.configure(format="json", stream="stderr", file=sys.argv[1], stdlib_bridge=False,
               logs_exporter="none")
@@ -186,7 +186,7 @@ def test_every_line_is_written_once_in_order(
 def test_a_full_queue_waits_for_the_writer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behind a writer held up by a slow reader the queue is bounded: past QUEUE_MAX a
     caller waits for the writer (never forever), and no line is lost."""
-    monkeypatch.setattr(_output, "QUEUE_MAX", 3)
+    monkeypatch.setattr(_combiner, "QUEUE_MAX", 3)
     gate = threading.Event()
     entered = threading.Event()
     written: list[bytes] = []
@@ -254,9 +254,9 @@ def test_flush_from_inside_a_write_does_not_wait_on_itself(
     waits: list[float] = []
     real_settle = Combiner.settle
 
-    def settle(self: Combiner, timeout: float) -> tuple[int, bool]:
+    def settle(self: Combiner, timeout: float, **kw: bool) -> tuple[int, bool]:
         waits.append(timeout)
-        return real_settle(self, timeout)
+        return real_settle(self, timeout, **kw)
 
     class Reentrant(io.StringIO):
         def write(self, s: str) -> int:

@@ -50,7 +50,7 @@ _EXIT_CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize(
     ("shutdown", "budget"),
-    [(False, None), (True, None), (False, "0.5")],
+    [(False, None), (True, "10"), (False, "0.5")],
     ids=["atexit", "shutdown10s", "atexit-budget-0.5s"],
 )
 def test_exit_writes_the_lines_non_daemon_threads_logged_behind_a_slow_reader(
@@ -64,14 +64,14 @@ def test_exit_writes_the_lines_non_daemon_threads_logged_behind_a_slow_reader(
     vanish, rc 0, nothing counted."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env = {k: v for k, v in env.items() if not k.startswith(("OBS_", "OTEL_"))}
-    if budget is not None:  # exit waits on while the reader takes lines, past the budget
+    if budget is not None:  # shutdown(timeout=10) is capped by it; exit waits on past it
         env["OBS_SHUTDOWN_TIMEOUT"] = budget
     proc = subprocess.Popen(
         [sys.executable, "-c", f"SHUTDOWN = {shutdown}\n" + _EXIT_CHILD],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        cwd=str(tmp_path),  # not the checkout: -c puts the cwd first on sys.path
+        cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
     )
     joined = threading.Event()
 
