@@ -152,7 +152,13 @@ class Combiner(Generic[T]):
         mark = _Mark()
         self._marked = True
         queue.append(cast("T", mark))
-        self._hand_off()
+        if not self._hand_off():  # no thread can start (interpreter shutdown): write here
+            if not lock.acquire(True, timeout):
+                return 0, False
+            try:
+                return self._write_queued(), True
+            finally:
+                lock.release()
         seen = PROGRESS[0]
         done = mark.done.acquire(True, timeout)
         while not done and patient and PROGRESS[0] != seen:  # still moving: wait on
@@ -195,11 +201,12 @@ class Combiner(Generic[T]):
             self._pin = None  # written: the sink may go now
         return failed
 
-    def _hand_off(self) -> None:
-        """Wake the writer thread, starting one when none runs. Safe in a signal handler: a
-        raw ``_thread`` start and lock release take no lock another frame could hold. An
-        interrupt anywhere here leaves no stale state: a writer holds ``_alive`` while it
-        runs, and a second one started in a race sees it held and ends at once."""
+    def _hand_off(self) -> bool:
+        """Wake the writer thread, starting one when none runs; False when none could
+        start. Safe in a signal handler: a raw ``_thread`` start and lock release take no
+        lock another frame could hold. An interrupt anywhere here leaves no stale state: a
+        writer holds ``_alive`` while it runs, and a second one started in a race sees it
+        held and ends at once."""
         owner = self._owner
         if owner is not None:
             self._pin = owner()
@@ -208,9 +215,10 @@ class Combiner(Generic[T]):
                 _thread.start_new_thread(
                     _write_behind, (weakref.ref(self), self._wake, self._alive)
                 )
-            except Exception:  # no new thread (interpreter shutdown): flush writes the rest
-                return
+            except Exception:  # no new thread (interpreter shutdown): a flush writes it
+                return False
         _wake_up(self._wake)
+        return True
 
     def _write_until_empty(self) -> None:
         """The writer thread's work: write what is queued until the queue stays empty

@@ -17,6 +17,8 @@ import time
 import weakref
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -199,3 +201,23 @@ def test_the_pin_is_dropped_once_the_lines_are_written(tmp_path: Path) -> None:
         assert sink_ref() is None, "everything written, yet the combiner still pins its sink"
     finally:
         gc.enable()
+
+
+def test_a_flush_writes_itself_when_no_writer_thread_can_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At interpreter shutdown a new thread may not start (Python 3.12+ refuses): a flush
+    then writes what is queued itself instead of waiting for a writer that never comes."""
+    from obs import _combiner
+
+    def refuse(*args: object) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(_combiner._thread, "start_new_thread", refuse)
+    written: list[bytes] = []
+    combiner: _combiner.Combiner[bytes] = _combiner.Combiner(
+        lambda lines: written.extend(lines) or 0
+    )
+    combiner.queue.append(b"queued\n")  # left by a caller, as a hand-off that failed would
+    assert combiner.settle(1.0) == (0, True)
+    assert written == [b"queued\n"]
