@@ -156,7 +156,9 @@ class RankResolver:
         self._is_init: Any = None
         #: torch's process-group holder once found (its ``_default_pg`` is what the probe
         #: reads): the once cache compares it inline instead of calling :meth:`current`.
-        self.world: Any = None
+        #: Until then a stand-in with the same attribute (see :class:`_NotImported`); None
+        #: only where the probe must be called (a torch without the holder).
+        self.world: Any = NOT_IMPORTED
         self._info = RankInfo()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
@@ -193,6 +195,7 @@ class RankResolver:
             try:
                 if not dist.is_available():
                     probe = _never
+                    self.world = NO_GROUPS
                 else:
                     world = getattr(getattr(dist, "distributed_c10d", None), "_world", None)
                     if world is not None and hasattr(world, "_default_pg"):
@@ -200,6 +203,7 @@ class RankResolver:
                         self.world = world
                     else:
                         probe = _via_is_initialized(dist)
+                        self.world = None
             except Exception:
                 return False
             self._is_init = probe
@@ -228,6 +232,30 @@ class RankResolver:
             local_rank = rank % local_world
             node = rank // local_world
         return RankInfo(rank, local_rank, world, local_world, node, host, "torch.distributed")
+
+
+class _NotImported:
+    """torch's world holder before ``torch.distributed`` is imported: its ``_default_pg``
+    is None until the module appears, so the once cache's inline check sees the import
+    without calling :meth:`RankResolver.current` on every hit."""
+
+    __slots__ = ()
+
+    @property
+    def _default_pg(self) -> object:
+        return _IMPORTED if "torch.distributed" in sys.modules else None
+
+
+class _NoGroups:
+    """The holder where torch has no distributed support: never a group."""
+
+    __slots__ = ()
+    _default_pg = None
+
+
+_IMPORTED = object()
+NOT_IMPORTED = _NotImported()
+NO_GROUPS = _NoGroups()
 
 
 def _never() -> object:

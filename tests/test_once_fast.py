@@ -11,6 +11,8 @@ import enum
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,8 @@ from obs._config import STATE
 from obs.dedup import _MAX_KEYS as MAX_EVENTS
 from obs.dedup import _PER_EVENT as PER_EVENT
 from obs.stdlib import init_logger
+
+ROOT = Path(__file__).resolve().parent.parent
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 
@@ -376,3 +380,82 @@ def test_stdlib_logger_level_still_checked(configure_json: Configure) -> None:
         logging.getLogger("fast.quiet").setLevel(logging.NOTSET)
     read()
     assert {"fast.quiet:30:x %s 0=1": 2} == _summaries(read)
+
+
+_BEFORE_TORCH = r"""
+import json, sys
+import obs
+from obs._config import STATE
+from obs.rank import RankResolver
+
+mode, store = sys.argv[1], sys.argv[2]
+obs.configure(format="json", sdk_disabled=True, repeat_summary_seconds=0)
+log = obs.get_logger("fast")
+probes = []
+real = RankResolver.current
+def counted(self):
+    probes.append(1)
+    return real(self)
+rt = STATE.runtime
+
+def source():
+    return rt.once_cache._info.source if rt.once_cache._info else None
+
+if mode == "unavailable":  # a torch built without distributed support
+    import torch.distributed as dist
+    dist.is_available = lambda: False
+for _ in range(3):  # the first is written, the second fills the table
+    log.warning_once("evt")
+RankResolver.current = counted
+for _ in range(100):
+    log.warning_once("evt")
+out = {"probes": len(probes), "seen": [source()]}
+RankResolver.current = real
+if mode == "import":
+    import torch.distributed as dist
+    for _ in range(4):
+        log.warning_once("evt")
+    out["seen"].append(source())
+    dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
+    try:
+        for _ in range(4):
+            log.warning_once("evt")
+        out["seen"].append(source())
+    finally:
+        dist.destroy_process_group()
+    for _ in range(5):
+        log.warning_once("evt")
+    out["seen"].append(source())
+out["count"] = rt.deduper.suppressed(("fast", 30, "evt"))
+print(json.dumps(out))
+"""
+
+
+class TestBeforeTorch:
+    @pytest.mark.parametrize(
+        ("mode", "seen", "count"),
+        [
+            ("import", ["single", "single", "torch.distributed", "single"], 115),
+            ("unavailable", ["single"], 102),
+        ],
+    )
+    def test_a_hit_probes_nothing_and_later_groups_are_seen(
+        self, tmp_path: Path, mode: str, seen: list[str], count: int
+    ) -> None:
+        """Before torch.distributed is imported (or where torch has none), a hit answers
+        without asking the resolver (on main each hit recomputed the rank probe: 2.7x the
+        cost with torch loaded); importing it and a gloo group initialised then destroyed
+        are still seen on the next hit, and the repeats counted exactly. A fresh process:
+        this one has torch loaded."""
+        proc = subprocess.run(
+            [sys.executable, "-c", _BEFORE_TORCH, mode, str(tmp_path / "store")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+        assert 0 == proc.returncode, proc.stderr[-2000:]
+        out = json.loads(proc.stdout)
+        assert {"probes": 0, "seen": seen, "count": count} == out
