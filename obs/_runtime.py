@@ -40,7 +40,7 @@ from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
-from obs.dedup import NOT_PLAIN, OVERFLOW, Dedup, Deduper, OnceCache, make_key
+from obs.dedup import NOT_CACHED, OVERFLOW, Dedup, Deduper, OnceCache, make_key
 from obs.encode import MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
 from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
@@ -258,7 +258,7 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def log_once(  # noqa: PLR0917, C901, PLR0911, PLR0912, PLR0915 - the *_once hot path, inlined
+    def log_once(  # noqa: PLR0917, C901, PLR0912, PLR0915 - the *_once hot path, inlined
         self,
         logger: BoundLogger,
         level: int,
@@ -274,7 +274,7 @@ class Runtime:
             if self.deduper.summary_due:
                 self.emit_summaries()
             return
-        plain = plain and NOT_PLAIN.isdisjoint(kw)
+        snap = dict(kw) if plain and NOT_CACHED.isdisjoint(kw) else None  # scope kept
         scope = kw.pop("scope", "local")
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
         kw.pop("once", None)
@@ -289,22 +289,18 @@ class Runtime:
         try:  # no lock is taken before admit(): a nested call here needs no deferral
             if "stage" in kw:
                 level = self.effective_level(level, kw["stage"])
-            if level < self.ship_level:
-                if type(scope) is str and scope == "local":
-                    if self.resolver.current().local_rank != 0:
-                        return
-                elif not (type(scope) is str and scope == "process") and not scope_allows(
-                    scope, self.resolver.current()
-                ):
-                    return
+            if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
+                if snap is not None:  # kept quiet here: the repeat is answered by the table
+                    cache.remember(logger._name, level, event, snap, None)
+                return
             context = logger._context
             name = logger._name
             fields = {**context, **kw} if context else kw
             if args:  # the formatted body keys the call, as vLLM's (msg, *args)
                 fields = {**fields, "body": format_body(event, args)}
             key = make_key(name, level, event, fields, once_key)
-            if plain:
-                cache.remember(name, level, event, kw, key)
+            if snap is not None:
+                cache.remember(name, level, event, snap, key)
             if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat: lock-free
                 if deduper.summary_due:
                     self.emit_summaries()
@@ -333,7 +329,7 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def admit_once(  # noqa: C901, PLR0911 - the drop-in *_once hot path, inlined
+    def admit_once(  # noqa: C901, PLR0911, PLR0912 - the drop-in *_once hot path, inlined
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
     ) -> bool | Literal["overflow"]:
         """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup.
@@ -344,13 +340,15 @@ class Runtime:
         if LOCAL.busy:
             return True
         cache = self.once_cache
-        plain = cache.enabled and type(event) is str and type(scope) is str and scope == "local"
+        slot = cache.slot(event, scope) if cache.enabled and type(event) is str else None
         try:
-            if plain and cache.repeat(name, level, event, args):
+            if slot is not None and cache.repeat(name, level, slot, args):
                 if self.deduper.summary_due:
                     self.emit_summaries()
                 return False
             if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
+                if slot is not None:  # kept quiet here: the repeat is answered by the table
+                    cache.remember(name, level, slot, args, None)
                 return False
             key = make_key(
                 name,
@@ -358,8 +356,8 @@ class Runtime:
                 event if isinstance(event, str) else safe_repr(event, 200),
                 {str(i): a for i, a in enumerate(args)},  # vLLM's *args as fields 0, 1, ...
             )
-            if plain:
-                cache.remember(name, level, event, args, key)
+            if slot is not None:
+                cache.remember(name, level, slot, args, key)
             if self.deduper.lockfree and self.deduper.repeat(key):  # lock-free repeat
                 if self.deduper.summary_due:
                     self.emit_summaries()

@@ -419,21 +419,27 @@ class Dedup:
 # A suppressed ``*_once`` repeat for the cost of a dict lookup.
 #
 # The full path decides the scope, builds the dedup key and looks it up. For a plain call
-# (no positional args on a structlog-style logger, no bound context, no control keyword: no
-# ``scope``, ``stage``, ``once_key``, ``body``), the :class:`OnceCache` remembers the last few
-# exact argument snapshots per ``(logger, level, event)`` with the key they made, so a repeat
-# only compares the arguments and counts the deduper's own entry: counts stay exact and
-# shared with the full path. Values match only when their types match too (1, 1.0 and True
-# never stand for each other; a str Enum is not its text). The cache is bounded, is dropped
-# when the rank info changes (a scope decided for rank 0 is not rank 3's), after fork (the
-# rank info is recomputed) and at shutdown, and is off without a GIL.
+# (no positional args on a structlog-style logger, no bound context, no control keyword but
+# a plain ``scope``: no ``stage``, ``once_key``, ``body``), the :class:`OnceCache` remembers
+# the last few exact argument snapshots per ``(logger, level, event)`` with the key they
+# made, so a repeat only compares the arguments and counts the deduper's own entry: counts
+# stay exact and shared with the full path. Values match only when their types match too
+# (1, 1.0 and True never stand for each other; a str Enum is not its text). A call the
+# scope keeps quiet on this rank is remembered without an entry: its repeat is answered
+# (nothing written, nothing counted) without the rank probe. The scope is part of the
+# snapshot (a keyword of the structlog-style call; the slot ``(msg, scope)`` of a drop-in
+# call with a scope other than "local"). The cache is bounded, is dropped when the rank
+# info changes (a scope decided for rank 0 is not rank 3's), after fork (the rank info is
+# recomputed) and at shutdown, and is off without a GIL.
 
 #: Keywords that change how a call is scoped or keyed: such calls take the full path.
 NOT_PLAIN = frozenset(CALL_KEYWORDS) | {"stage", "body"}
+#: Those the once cache cannot answer (a plain ``scope`` it can: it is in the snapshot).
+NOT_CACHED = NOT_PLAIN - {"scope"}
 _MAX_KEYS = 4096
 _PER_EVENT = 4
 
-Snapshot = tuple[Any, tuple[Any, ...], int, str, "_Entry"]
+Snapshot = tuple[Any, tuple[Any, ...], int, str, "_Entry | None"]
 
 
 _UNSEEN = object()
@@ -505,6 +511,8 @@ class OnceCache:
                             break
             else:
                 return False
+            if entry is None:  # the scope keeps this rank quiet: nothing to count
+                return True
         except Exception:
             return False
         # Counted on the deduper's own entry, as Deduper.repeat does (inlined: a frame less).
@@ -516,16 +524,19 @@ class OnceCache:
             deduper.summary_due = True
         return True
 
-    def remember(self, name: str, level: int, event: object, args: Any, key: Key) -> None:
+    def remember(self, name: str, level: int, event: object, args: Any, key: Key | None) -> None:
         """Keep this call's arguments with the deduper's entry for ``key`` (only plain
-        calls whose key is retained; a few per event)."""
-        entry = self._deduper._entries.get(key)
-        if entry is None or not self.enabled:
+        calls whose key is retained; a few per event). ``key`` None: the scope keeps this
+        rank quiet for this call."""
+        if not self.enabled:
+            return
+        entry = None if key is None else self._deduper._entries.get(key)
+        if entry is None and key is not None:
             return
         is_dict = type(args) is dict
         values = tuple(args.values()) if is_dict else tuple(args)
         if not PLAIN_TYPES.issuperset(map(type, values)) or (
-            is_dict and not NOT_PLAIN.isdisjoint(args)
+            is_dict and not NOT_CACHED.isdisjoint(args)
         ):
             return
         if any(v != v or (type(v) is str and len(v) > _LONG) for v in values):  # noqa: PLR0124
@@ -544,6 +555,16 @@ class OnceCache:
         else:
             snap, types = tuple(args), tuple(map(type, args))
         rows.append((snap, types, level, name, entry))
+
+    @staticmethod
+    def slot(event: str, scope: object) -> object:
+        """Where a drop-in ``*_once(msg, *args, scope=)`` call is kept: ``msg`` for the
+        default scope, ``(msg, scope)`` for another str or int one (a tuple never equals
+        a message); None for any other scope (not cached: True is not 1 here)."""
+        cls = type(scope)
+        if cls is str:
+            return event if scope == "local" else (event, scope)
+        return (event, scope) if cls is int else None
 
     def _sync(self) -> bool:
         """Take the resolver's rank info now; False when it is not what the table was

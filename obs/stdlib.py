@@ -50,7 +50,7 @@ from obs._bridge import (
     remove_bridge,
 )
 from obs._config import STATE
-from obs.dedup import OVERFLOW
+from obs.dedup import OVERFLOW, OnceCache
 from obs.levels import METHOD_BY_LEVEL
 from obs.settings import DEFAULT_ADOPT_LOGGERS
 
@@ -141,9 +141,12 @@ def _once_method(level: int, name: str) -> Callable[..., None]:
         if (
             runtime is not None
             and type(msg) is str
-            and type(scope) is str
-            and scope == "local"
-            and runtime.once_cache.repeat(self.name, level, msg, args)  # never raises
+            and runtime.once_cache.repeat(  # never raises
+                self.name,
+                level,
+                msg if type(scope) is str and scope == "local" else OnceCache.slot(msg, scope),
+                args,
+            )
         ):
             if runtime.deduper.summary_due:
                 runtime.emit_summaries()

@@ -729,15 +729,23 @@ class TestOnceCache:
         obs.testing.reset()
 
     def test_control_keywords_take_the_full_path(self) -> None:
-        """A call with scope/once_key/stage is never cached (its key differs)."""
+        """A call with once_key/stage/body or a non-plain scope is never cached (its key
+        or scope is not what the snapshot compares); a plain scope is kept in it."""
 
         def calls(log: Any) -> None:
             for _ in range(3):
                 log.warning_once("ctl_event", a=1, once_key="a")
-                log.warning_once("ctl_event", a=1, scope="process")
+                log.warning_once("ctl_event", a=1, stage="attempt")
+                log.warning_once("ctl_event", a=1, body="b")
+                log.warning_once("ctl_event", a=1, scope=[0])
             runtime = STATE.runtime
             assert runtime is not None
             assert {} == runtime.once_cache._table
+            for _ in range(3):
+                log.warning_once("ctl_event", a=1, scope="process")
+            assert [{"a": 1, "scope": "process"}] == [
+                row[0] for row in runtime.once_cache._table["ctl_event"]
+            ]
 
         self._run(calls)
 

@@ -28,6 +28,7 @@ import obs.testing
 from obs._config import STATE
 from obs.dedup import _MAX_KEYS as MAX_EVENTS
 from obs.dedup import _PER_EVENT as PER_EVENT
+from obs.dedup import key_text
 from obs.stdlib import init_logger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,7 +158,7 @@ class TestExactness:
         for _ in range(3):
             log.warning_once("evt", v=[1, 2])
             log.warning_once("evt2", v=Color.RED)
-            log.warning_once("evt3", v="x", scope="process")
+            log.warning_once("evt3", v="x", scope=[0, 1])
             log.warning_once("evt4", v="y" * 5000)
             log.warning_once("evt5 %s", 1)
         assert 0 == _table_size()
@@ -341,6 +342,125 @@ class TestInvalidation:
         os.waitpid(pid, 0)
         with os.fdopen(read_fd) as f:
             assert [False, 3] == json.load(f)
+
+
+_SCOPES: list[Any] = [_OMIT := object(), "local", "global", "process", "bogus", 0, 1, -1]
+_ODD_SCOPES: list[Any] = [True, 1.0, [0, 1], None, Color.RED]
+_RANKS = [(0, 0), (1, 1), (1, 0), (3, 1)]  # (rank, local_rank): first, neither, local, neither
+
+
+def _set_rank(rank: int, local_rank: int) -> None:
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="4", LOCAL_WORLD_SIZE="2"
+    )
+    assert STATE.runtime is not None
+    STATE.runtime.resolver.refresh()
+
+
+_RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+
+
+class TestScopes:
+    """Scoped calls (any str or int scope, both APIs) take the table too, and so do calls
+    the scope keeps quiet on this rank: a hit answers without the rank probe."""
+
+    @pytest.fixture(autouse=True)
+    def _rank_env(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in _RANK_ENV:
+            monkeypatch.delenv(name, raising=False)
+
+    @pytest.mark.parametrize("rank", _RANKS)
+    @pytest.mark.parametrize("scope", ["local", "global", "process", 0, 1, -1, "bogus"])
+    def test_a_scoped_repeat_probes_nothing(
+        self, configure_json: Configure, rank: tuple[int, int], scope: object
+    ) -> None:
+        """After two calls, repeats (written or kept quiet by the scope) never ask the
+        resolver (on main every scoped repeat did, and every repeat on a rank the scope
+        keeps quiet), and the lines and counts are what the scope decides."""
+        read = configure_json()
+        _set_rank(*rank)
+        log, dropin = obs.get_logger("fast"), init_logger("fast.dropin")
+        for _ in range(2):
+            log.warning_once("evt", v=1, scope=scope)
+            dropin.warning_once("x %s", 1, scope=scope)
+        assert STATE.runtime is not None
+        resolver = STATE.runtime.resolver
+        probes = []
+        real = type(resolver).current
+
+        def counted(self: Any) -> Any:
+            probes.append(1)
+            return real(self)
+
+        type(resolver).current = counted  # type: ignore[method-assign]
+        try:
+            for _ in range(5):
+                log.warning_once("evt", v=1, scope=scope)
+                dropin.warning_once("x %s", 1, scope=scope)
+        finally:
+            type(resolver).current = real  # type: ignore[method-assign]
+        assert [] == probes
+        shown = obs.scope.scope_allows(scope, resolver.current())
+        written = sorted(r["event"] for r in read() if r["logger"] != "obs")  # not a report
+        assert (["evt", "x %s"] if shown else []) == written
+        assert ([6, 6] if shown else []) == sorted(_summaries(read).values())
+
+    @settings(max_examples=80, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.tuples(
+                    st.sampled_from(["bound", "dropin"]),
+                    st.sampled_from(["a %s", "b %s"]),
+                    st.one_of(st.integers(-1, 1), st.booleans(), st.floats(width=16)),
+                    st.sampled_from(_SCOPES + _ODD_SCOPES),
+                ),
+                st.sampled_from(_RANKS),  # the rank changes between calls
+            ),
+            max_size=40,
+        )
+    )
+    def test_same_lines_and_counts_as_without_the_table(self, steps: list[Any]) -> None:
+        """Any sequence of scoped calls from both APIs, with the rank changing between
+        them: the events written and every key's count equal those of a runtime whose
+        table is emptied before each call."""
+        saved = {k: os.environ.get(k) for k in _RANK_ENV}
+        try:
+            assert self._run(steps, clear=True) == self._run(steps, clear=False)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            obs.testing.reset()
+
+    @staticmethod
+    def _run(steps: list[Any], *, clear: bool) -> tuple[list[Any], dict[str, int]]:
+        obs.testing.reset()  # a new deduper too
+        obs.configure(format="json", sdk_disabled=True, stream="none", repeat_summary_seconds=0)
+        rt = STATE.runtime
+        assert rt is not None
+        _set_rank(0, 0)
+        log, dropin = obs.get_logger("fast"), init_logger("fast.dropin")
+        with obs.testing.capture_events() as events:
+            for step in steps:
+                if len(step) == 2:
+                    _set_rank(*step)
+                    continue
+                api, event, value, scope = step
+                if clear:
+                    rt.once_cache.clear()
+                extra = {} if scope is _OMIT else {"scope": scope}
+                if api == "bound":
+                    log.warning_once(event, v=value, **extra)
+                else:
+                    dropin.warning_once(event, value, **extra)
+        written = [(e.get("logger"), e.get("event"), e.get("v")) for e in events]
+        counts = {
+            key_text(k): rt.deduper.suppressed(k) for k in list(rt.deduper._entries)
+        }
+        return written, counts
 
 
 class TestBounds:
