@@ -195,6 +195,28 @@ def bench_scoped_once(loops: int) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_sequence_once(loops: int) -> dict[str, Any]:
+    """A suppressed repeat with a short list value vs the same call with a scalar: the
+    table keeps flat sequences too (a list took the full path before, 15x the scalar)."""
+    import torch  # noqa: F401 - as the other once rows
+
+    obs = _configure_obs()
+    ours = obs.get_logger("bench")
+    for _ in range(2):
+        ours.warning_once("repeat_me", ranks=[0, "a"])
+        ours.warning_once("repeat_me", ranks="a")
+    o, a, r = compare(
+        lambda: ours.warning_once("repeat_me", ranks=[0, "a"]),
+        lambda: ours.warning_once("repeat_me", ranks="a"),
+        loops,
+    )
+    obs.testing.reset()
+    return row(
+        "repeated warning_once with a list value (suppressed)", o, a, r, 2.0, "ns/call",
+        "anchor: the same call with a str value; 15x before issue 15's third round",
+    )  # fmt: skip
+
+
 def bench_below_level(loops: int) -> dict[str, Any]:
     """A call below the level vs structlog's make_filtering_bound_logger."""
     import structlog
@@ -564,6 +586,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         bench_once_without_torch(loops),
         bench_dropin_once(loops),
         *bench_scoped_once(loops),
+        bench_sequence_once(loops),
         bench_below_level(loops),
         bench_full_chain(loops // 4),
         bench_full_chain_floor(loops // 4),

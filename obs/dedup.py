@@ -51,6 +51,32 @@ _NOT_KEY = NOT_KEYED
 _LONG = 1024
 
 
+#: A list or tuple of at most this many plain scalars (texts up to _SEQ_TEXT chars, ints in
+#: int64) is keyed by its items and their types, as scalars are, and kept by the once cache.
+_SEQ_ITEMS, _SEQ_TEXT, _INT64 = 16, 64, 2**63
+
+
+def flat_types(value: object) -> tuple[type, ...] | None:
+    """The item types of a short list or tuple of plain scalars (no NaN), else None."""
+    cls = type(value)
+    if (cls is not list and cls is not tuple) or len(value) > _SEQ_ITEMS:  # type: ignore[arg-type]
+        return None
+    for item in value:  # type: ignore[attr-defined]
+        kind = type(item)
+        if kind is str:
+            if len(item) > _SEQ_TEXT:
+                return None
+        elif kind is int:
+            if not -_INT64 <= item < _INT64:
+                return None
+        elif kind is float:
+            if item != item:  # noqa: PLR0124 - NaN never equals itself
+                return None
+        elif kind is not bool and item is not None:
+            return None
+    return tuple(map(type, value))  # type: ignore[call-overload]
+
+
 def _kv(value: object) -> object:
     cls = type(value)
     if cls is str:
@@ -61,6 +87,10 @@ def _kv(value: object) -> object:
         return (cls, value) if len(value) <= _LONG else (cls, _long(value.hex()))
     if cls is float:
         return (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
+    if cls is list or cls is tuple:  # [1, 2] and (1, 2) are one key, as their JSON is
+        types = flat_types(value)
+        if types is not None:
+            return ("seq", tuple(value), types)  # type: ignore[arg-type]
     # Anything else by its bounded, redacted JSON form: never held, never unhashable.
     return ("repr", safe_repr(to_jsonable(value), 200))
 
@@ -165,6 +195,8 @@ def key_text(key: Key) -> str:
             value = REDACTED
         elif isinstance(value, tuple) and value and value[0] == "long":
             value = f"{value[2]}...[{value[1]} chars]"
+        elif isinstance(value, tuple) and len(value) == 3 and value[0] == "seq":
+            value = safe_repr(to_jsonable(list(value[1])), 200)  # as the repr form reads
         elif isinstance(value, tuple) and len(value) == 2:
             value = value[1] if value[0] == "repr" else safe_repr(value[1], 100)
         pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={value}")
@@ -445,6 +477,24 @@ Snapshot = tuple[Any, tuple[Any, ...], int, str, "_Entry | None"]
 _UNSEEN = object()
 
 
+def _shape(value: object) -> object:
+    """What a snapshot checks a value's type against: its type for a plain scalar, the
+    type and item types for a flat sequence; None where the cache cannot compare it (NaN
+    never equals itself; a long text is keyed by hash)."""
+    cls = type(value)
+    if cls in PLAIN_TYPES:
+        return None if value != value or (cls is str and len(value) > _LONG) else cls  # type: ignore[arg-type]  # noqa: PLR0124
+    types = flat_types(value)
+    return None if types is None else (cls, types)
+
+
+def _same(value: object, shape: object) -> bool:
+    """A flat sequence of the remembered shape (the rare branch of a hit's type check)."""
+    return (
+        type(shape) is tuple and type(value) is shape[0] and tuple(map(type, value)) == shape[1]  # type: ignore[call-overload]
+    )
+
+
 class OnceCache:
     """Per runtime: event -> the last few (arguments, their types, level, logger, entry)."""
 
@@ -497,14 +547,14 @@ class OnceCache:
                 if snap == args and row_level == level and row_name == name:
                     if type(args) is dict:
                         for key, cls in types:
-                            if type(args[key]) is not cls:
+                            if type(args[key]) is not cls and not _same(args[key], cls):
                                 break
                         else:
                             break
                     else:
                         i = 0  # an index walk: cheaper than zip() per call
                         for value in args:
-                            if type(value) is not types[i]:
+                            if type(value) is not types[i] and not _same(value, types[i]):
                                 break
                             i += 1  # noqa: SIM113 - enumerate() costs an object per call
                         else:
@@ -535,12 +585,9 @@ class OnceCache:
             return
         is_dict = type(args) is dict
         values = tuple(args.values()) if is_dict else tuple(args)
-        if not PLAIN_TYPES.issuperset(map(type, values)) or (
-            is_dict and not NOT_CACHED.isdisjoint(args)
-        ):
+        shapes = [_shape(v) for v in values]
+        if None in shapes or (is_dict and not NOT_CACHED.isdisjoint(args)):
             return
-        if any(v != v or (type(v) is str and len(v) > _LONG) for v in values):  # noqa: PLR0124
-            return  # NaN never equals itself; a long text is keyed by hash, not compared
         table = self._table
         if not self._sync():
             table.clear()
@@ -549,11 +596,11 @@ class OnceCache:
         rows = table.setdefault(event, [])
         if len(rows) >= _PER_EVENT:
             del rows[0]
-        if is_dict:
-            snap: Any = dict(args)
-            types: tuple[Any, ...] = tuple((k, type(v)) for k, v in args.items())
+        if is_dict:  # a copy of each list: the caller may change theirs
+            snap: Any = {k: list(v) if type(v) is list else v for k, v in args.items()}
+            types: tuple[Any, ...] = tuple(zip(args, shapes, strict=True))
         else:
-            snap, types = tuple(args), tuple(map(type, args))
+            snap, types = tuple(list(v) if type(v) is list else v for v in args), tuple(shapes)
         rows.append((snap, types, level, name, entry))
 
     @staticmethod

@@ -170,6 +170,36 @@ class TestMakeKey:
         key = make_key("lg", 30, "ev", {"a": "x", "b": 2, "c": [1]})
         assert "lg:30:ev a=x b=2 c=[1]" == key_text(key)
 
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.integers(-(2**64), 2**64),
+                st.booleans(),
+                st.floats(allow_nan=False),
+                st.none(),
+                st.text(max_size=70),
+            ),
+            max_size=18,
+        ),
+        st.lists(st.sampled_from([0, 1, True, False, 0.0, 1.0, -0.0, "0", "1", None])),
+        st.booleans(),
+    )
+    def test_sequence_keys_are_exact(self, a: list[Any], b: list[Any], as_tuple: bool) -> None:
+        """A list or tuple value: two keys are equal exactly when the items are equal with
+        the same types (1, 1.0 and True differ; [1] and (1,) write the same JSON and are
+        one key), whichever form (items, or the bounded JSON text) keys it; the key text
+        is the JSON form, as before."""
+        for x, y in ((a, b), (a, list(a)), (b, b[::-1])):
+            y_value = tuple(y) if as_tuple else y
+            same = [(type(v), v) for v in x] == [(type(v), v) for v in y]
+            ka, kb = make_key("lg", 30, "ev", {"v": x}), make_key("lg", 30, "ev", {"v": y_value})
+            if len(repr(x)) < 150 and len(x) <= 16:  # within the JSON text's bound
+                assert same == (ka == kb), (x, y_value)
+            assert same <= (ka == kb)
+            text = key_text(ka)
+            assert text.startswith("lg:30:ev v=[") or "..." in text
+
 
 class TestDeduperModes:
     def test_once(self) -> None:
@@ -737,7 +767,7 @@ class TestOnceCache:
                 log.warning_once("ctl_event", a=1, once_key="a")
                 log.warning_once("ctl_event", a=1, stage="attempt")
                 log.warning_once("ctl_event", a=1, body="b")
-                log.warning_once("ctl_event", a=1, scope=[0])
+                log.warning_once("ctl_event", a=1, scope={0})
             runtime = STATE.runtime
             assert runtime is not None
             assert {} == runtime.once_cache._table

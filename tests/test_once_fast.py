@@ -7,6 +7,7 @@ what the full path gives.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from obs._config import STATE
 from obs.dedup import _MAX_KEYS as MAX_EVENTS
 from obs.dedup import _PER_EVENT as PER_EVENT
 from obs.dedup import key_text
+from obs.rank import RankResolver
 from obs.stdlib import init_logger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,9 +158,10 @@ class TestExactness:
         configure_json()
         log = obs.get_logger("fast")
         for _ in range(3):
-            log.warning_once("evt", v=[1, 2])
+            log.warning_once("evt", v=[[1], 2])  # nested
+            log.warning_once("evt1", v=[1] * 17, w=(float("nan"),), u=("y" * 65,))
             log.warning_once("evt2", v=Color.RED)
-            log.warning_once("evt3", v="x", scope=[0, 1])
+            log.warning_once("evt3", v="x", scope={0, 1})
             log.warning_once("evt4", v="y" * 5000)
             log.warning_once("evt5 %s", 1)
         assert 0 == _table_size()
@@ -360,6 +363,82 @@ def _set_rank(rank: int, local_rank: int) -> None:
 _RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
 
+_SCALAR = st.one_of(
+    st.integers(-1, 1), st.booleans(), st.floats(width=16), st.none(), st.sampled_from(["1", "x"])
+)
+_VALUES = st.one_of(
+    _SCALAR,
+    st.lists(_SCALAR, max_size=3),
+    st.lists(_SCALAR, max_size=3).map(tuple),
+    st.lists(st.lists(_SCALAR, max_size=2), max_size=2),  # nested: the full path
+    st.just(["y" * 65]),
+    st.just(list(range(17))),
+)
+
+
+@contextlib.contextmanager
+def _probes() -> Iterator[list[int]]:
+    """Count the rank resolver's probes while the block runs."""
+    probes: list[int] = []
+    real = RankResolver.current
+
+    def counted(self: RankResolver) -> Any:
+        probes.append(1)
+        return real(self)
+
+    RankResolver.current = counted  # type: ignore[method-assign]
+    try:
+        yield probes
+    finally:
+        RankResolver.current = real  # type: ignore[method-assign]
+
+
+class TestSequences:
+    """Short lists and tuples of plain scalars are keyed by items and types (cheaply) and
+    kept by the table; anything else keeps the full path."""
+
+    @pytest.mark.parametrize("value", [[1, 2], (1, "a"), ["x"], (), [None, 1.5, True]])
+    def test_a_sequence_repeat_probes_nothing(
+        self, configure_json: Configure, value: object
+    ) -> None:
+        """On main every repeat with a list value took the full path (15x a plain one)."""
+        read = configure_json()
+        log, dropin = obs.get_logger("fast"), init_logger("fast.dropin")
+        for _ in range(2):
+            log.warning_once("evt", v=value)
+            dropin.warning_once("x %s", value)
+        assert 2 == _table_size()
+        with _probes() as probes:
+            for _ in range(5):
+                log.warning_once("evt", v=value)
+                dropin.warning_once("x %s", value)
+        assert [] == probes
+        assert ["evt", "x %s"] == sorted(r["event"] for r in read())
+        assert [6, 6] == sorted(_summaries(read).values())
+
+    def test_a_changed_list_is_a_new_call_and_the_key_reads_as_before(
+        self, configure_json: Configure
+    ) -> None:
+        """The table keeps a copy: changing the caller's list makes a new key; 1, 1.0 and
+        True inside never match each other; the summary's key text is the JSON form."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        value: list[Any] = [1, "a"]
+        for _ in range(3):
+            log.warning_once("evt", v=value)
+        value.append(2)
+        for v in (value, [1, "a"], [True, "a"], [1.0, "a"], (1, "a")):
+            for _ in range(3):
+                log.warning_once("evt", v=v)
+        assert [[1, "a"], [1, "a", 2], [True, "a"], [1.0, "a"]] == [r["v"] for r in read()]
+        assert {
+            "fast:30:evt v=[1, 'a']": 8,  # (1, "a") writes the same JSON: one key
+            "fast:30:evt v=[1, 'a', 2]": 2,
+            "fast:30:evt v=[True, 'a']": 2,
+            "fast:30:evt v=[1.0, 'a']": 2,
+        } == _summaries(read)
+
+
 class TestScopes:
     """Scoped calls (any str or int scope, both APIs) take the table too, and so do calls
     the scope keeps quiet on this rank: a hit answers without the rank probe."""
@@ -383,24 +462,13 @@ class TestScopes:
         for _ in range(2):
             log.warning_once("evt", v=1, scope=scope)
             dropin.warning_once("x %s", 1, scope=scope)
-        assert STATE.runtime is not None
-        resolver = STATE.runtime.resolver
-        probes = []
-        real = type(resolver).current
-
-        def counted(self: Any) -> Any:
-            probes.append(1)
-            return real(self)
-
-        type(resolver).current = counted  # type: ignore[method-assign]
-        try:
+        with _probes() as probes:
             for _ in range(5):
                 log.warning_once("evt", v=1, scope=scope)
                 dropin.warning_once("x %s", 1, scope=scope)
-        finally:
-            type(resolver).current = real  # type: ignore[method-assign]
         assert [] == probes
-        shown = obs.scope.scope_allows(scope, resolver.current())
+        assert STATE.runtime is not None
+        shown = obs.scope.scope_allows(scope, STATE.runtime.resolver.current())
         written = sorted(r["event"] for r in read() if r["logger"] != "obs")  # not a report
         assert (["evt", "x %s"] if shown else []) == written
         assert ([6, 6] if shown else []) == sorted(_summaries(read).values())
@@ -412,7 +480,7 @@ class TestScopes:
                 st.tuples(
                     st.sampled_from(["bound", "dropin"]),
                     st.sampled_from(["a %s", "b %s"]),
-                    st.one_of(st.integers(-1, 1), st.booleans(), st.floats(width=16)),
+                    _VALUES,
                     st.sampled_from(_SCOPES + _ODD_SCOPES),
                 ),
                 st.sampled_from(_RANKS),  # the rank changes between calls
@@ -457,9 +525,7 @@ class TestScopes:
                 else:
                     dropin.warning_once(event, value, **extra)
         written = [(e.get("logger"), e.get("event"), e.get("v")) for e in events]
-        counts = {
-            key_text(k): rt.deduper.suppressed(k) for k in list(rt.deduper._entries)
-        }
+        counts = {key_text(k): rt.deduper.suppressed(k) for k in list(rt.deduper._entries)}
         return written, counts
 
 
