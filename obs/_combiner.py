@@ -31,8 +31,6 @@ _BACKPRESSURE_SECONDS = 1.0
 #: it hands the rest to the sink's writer thread: a call stays bounded in time even while
 #: other threads log faster than the sink takes lines.
 HOLDER_ROUNDS = 2
-#: Batch writes done (a racy count: only whether it moves matters, to a patient flush).
-PROGRESS = [0]
 #: Set when the process is exiting (threading is about to join the threads, and a
 #: multiprocessing child then ends with ``os._exit``): callers write what they queued
 #: themselves, waiting for the writer, so joining them waits for their lines.
@@ -72,13 +70,27 @@ class Combiner(Generic[T]):
         "_marked",
         "_owner",
         "_pin",
+        "_stalled",
         "_wake",
         "lock",
+        "progress",
         "queue",
     )
 
-    def __init__(self, emit: Callable[[list[T]], int], owner: object = None) -> None:
+    def __init__(
+        self,
+        emit: Callable[[list[T]], int],
+        owner: object = None,
+        progress: list[int] | None = None,
+    ) -> None:
         self._emit = emit
+        #: Writes done by ``emit`` (it counts them: a racy count, only whether it moves
+        #: matters, to a patient flush). This sink's own: another sink's writes are not
+        #: progress here.
+        self.progress = progress if progress is not None else [0]
+        #: At exit, a wait for the lock timed out: later callers do not wait again (a
+        #: thread logging during exit would spend a second per line on a stalled sink).
+        self._stalled = False
         #: What ``emit`` writes through, held weakly (a dropped sink closes its file), and
         #: strongly while the writer thread has its lines (they are written, not lost).
         self._owner = weakref.ref(owner) if owner is not None else None
@@ -101,7 +113,7 @@ class Combiner(Generic[T]):
                 failed = self._emit([item])
             finally:
                 lock.release()
-            return failed + self.drain() if queue else failed
+            return failed + self.drain() if queue else failed  # queued meanwhile: ours
         queue.append(item)
         return self.drain()
 
@@ -119,7 +131,11 @@ class Combiner(Generic[T]):
                 # Past QUEUE_MAX (or while exiting) wait a little for the writer; never
                 # forever, so even a nested call could not hang on its own lock.
                 wait = _BACKPRESSURE_SECONDS if exiting or len(queue) > QUEUE_MAX else 0
+                if exiting and self._stalled:
+                    wait = 0
                 if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
+                    if exiting and wait:
+                        self._stalled = True
                     return failed  # the holder writes it: it looks again after releasing
                 try:
                     failed += self._write_queued()
@@ -144,7 +160,7 @@ class Combiner(Generic[T]):
             try:
                 return self._take_failed(), True
             finally:
-                lock.release()
+                self._unlock()
         if timeout <= 0:
             if queue:
                 self._hand_off()
@@ -156,21 +172,34 @@ class Combiner(Generic[T]):
             if not lock.acquire(True, timeout):
                 return 0, False
             try:
-                return self._write_queued(), True
+                failed = 0
+                while queue:  # what a nested call queued meanwhile too: no writer can
+                    failed += self._write_queued()
+                return failed, True
             finally:
                 lock.release()
-        seen = PROGRESS[0]
+        progress = self.progress
+        seen = progress[0]
         done = mark.done.acquire(True, timeout)
-        while not done and patient and PROGRESS[0] != seen:  # still moving: wait on
-            seen = PROGRESS[0]
+        while not done and patient and progress[0] != seen:  # still moving: wait on
+            seen = progress[0]
             done = mark.done.acquire(True, timeout)
+        if not done and patient:
+            self._stalled = True  # exit gave up on this sink: later lines do not wait
         failed = 0
         if lock.acquire(False):
             try:
                 failed = self._take_failed()
             finally:
-                lock.release()
+                self._unlock()
         return failed, done
+
+    def _unlock(self) -> None:
+        """Release the lock; a line queued meanwhile (its caller found the lock held and
+        left it to the holder) goes to the writer thread."""
+        self.lock.release()
+        if self.queue:
+            self._hand_off()
 
     def _take_failed(self) -> int:
         failed, self._failed = self._failed, 0
@@ -197,6 +226,7 @@ class Combiner(Generic[T]):
             raise
         for mark in marks:
             mark.done.release()
+        self._stalled = False
         if not queue:
             self._pin = None  # written: the sink may go now
         return failed
@@ -241,6 +271,7 @@ class Combiner(Generic[T]):
         self.queue.clear()
         self._failed = 0
         self._pin = None
+        self._stalled = False
         self._alive, self._wake = _writer_locks()
 
 

@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -38,6 +39,7 @@ class Holder:
 
     __slots__ = (
         "_atexit",
+        "_forked",
         "_lock",
         "_sighup",
         "bridge",
@@ -59,8 +61,20 @@ class Holder:
         #: Builds the export sink of each configured runtime (tests inject their own).
         self.sink_factory: SinkFactory = default_sink_factory
         self._lock = threading.RLock()
+        self._forked = False  # the fork hook is registered (on first use: none at import)
         self._atexit = False
         self._sighup = False
+
+    def _locked(self) -> threading.RLock:
+        """The holder's lock, renewed in a forked child: a parent thread inside
+        ``configure()`` at the fork would otherwise hold it there forever."""
+        if not self._forked and hasattr(os, "register_at_fork"):
+            self._forked = True
+            os.register_at_fork(after_in_child=self._after_fork)
+        return self._lock
+
+    def _after_fork(self) -> None:
+        self._lock = threading.RLock()
 
     def ensure(self) -> Runtime:
         """The runtime, creating a console-only default one on first use.
@@ -68,7 +82,7 @@ class Holder:
         Never raises: a bad variable falls back to its default (the others still apply), a
         file that cannot be opened is left out, and each problem is reported once.
         """
-        with self._lock:
+        with self._locked():
             if self.runtime is None:
                 from obs._own_events import ObsInternalError  # noqa: PLC0415 - on first use
                 from obs._runtime import Runtime  # noqa: PLC0415 - on first use
@@ -99,7 +113,7 @@ class Holder:
     def configure_from_env(self) -> Runtime:
         """The runtime, configured from the environment (OTLP export included) if nothing
         configured obs yet; a bad variable falls back to :meth:`ensure`. Never raises."""
-        with self._lock:
+        with self._locked():
             if self.runtime is None:
                 try:
                     self.configure({})
@@ -128,7 +142,7 @@ class Holder:
             )
             if keep_root and root_level < settings.level:
                 settings = dataclasses.replace(settings, level=root_level)
-        with self._lock:
+        with self._locked():
             old = self.runtime
             keep = old is not None and (
                 old.settings.dedup_capacity == settings.dedup_capacity
@@ -172,7 +186,7 @@ class Holder:
 
     def reset(self) -> None:
         """Back to unconfigured: shut the runtime down quickly and remove the bridge."""
-        with self._lock:
+        with self._locked():
             bridge = sys.modules.get("obs._bridge")  # not loaded: no obs handler anywhere
             if bridge is not None:
                 bridge.remove_bridge(self)

@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from obs._combiner import HOLDER_ROUNDS, PROGRESS, QUEUE_MAX, Combiner
+from obs._combiner import HOLDER_ROUNDS, QUEUE_MAX, Combiner
 from obs.rank import RankInfo
 from obs.render import PIPE_LINE_MAX, ConsoleRenderer
 from obs.settings import Settings
@@ -156,12 +156,12 @@ def _describe(stream: Any) -> tuple[int, bool]:
     return fd, stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
+def _write_chunks(fd: int, lines: list[bytes], limit: int, progress: list[int]) -> int:
     """Write ``lines`` in whole-line chunks of at most ``limit`` bytes, removing them from
     ``lines`` once written or counted (an interrupt leaves the rest there); the lines that
     failed. Few chunks: each ``write`` gives up the GIL, and while other threads run Python
     the writer waits a switch interval (5 ms) to get it back."""
-    failed = done = 0  # PROGRESS counts writes: a patient flush waits on while it moves
+    failed = done = 0  # progress counts writes: a patient flush waits on while it moves
     try:
         if sum(map(len, lines)) <= limit:  # the usual batch: one write
             try:
@@ -169,7 +169,7 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
             except Exception:
                 failed = len(lines)
             done = len(lines)
-            PROGRESS[0] += 1
+            progress[0] += 1
             return failed
         for chunk, count in list(chunks(lines, limit)):
             try:
@@ -177,13 +177,13 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int) -> int:
             except Exception:
                 failed += count
             done += count
-            PROGRESS[0] += 1
+            progress[0] += 1
         return failed
     finally:
         del lines[:done]
 
 
-def _stream_emitter() -> Callable[[list[tuple[Any, bytes]]], int]:
+def _stream_emitter(progress: list[int]) -> Callable[[list[tuple[Any, bytes]]], int]:
     """Write a batch of ``(stream, line)`` to their streams, consecutive lines for the same
     stream together; the number of lines that failed."""
     seen: list[Any] = [None, -1, False]  # only touched under the combiner's lock
@@ -197,7 +197,7 @@ def _stream_emitter() -> Callable[[list[tuple[Any, bytes]]], int]:
                 count += 1
             lines = [line for _, line in items[:count]]
             try:
-                failed += _to_stream(stream, lines, seen)
+                failed += _to_stream(stream, lines, seen, progress)
             finally:  # written or counted: off the batch (an interrupt leaves the rest)
                 del items[: count - len(lines)]
         return failed
@@ -205,7 +205,7 @@ def _stream_emitter() -> Callable[[list[tuple[Any, bytes]]], int]:
     return emit
 
 
-def _to_stream(stream: Any, lines: list[bytes], seen: list[Any]) -> int:
+def _to_stream(stream: Any, lines: list[bytes], seen: list[Any], progress: list[int]) -> int:
     """Write ``lines`` to ``stream`` (removing them from the list as they go); the number
     that failed."""
     try:
@@ -222,7 +222,7 @@ def _to_stream(stream: Any, lines: list[bytes], seen: list[Any]) -> int:
         failed = len(lines)
         lines.clear()
         return failed
-    return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX)
+    return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX, progress)
 
 
 _STREAMS: dict[str, Combiner[tuple[Any, bytes]]] = {}
@@ -234,7 +234,8 @@ def _stream_combiner(name: str) -> Combiner[tuple[Any, bytes]]:
     with _STREAMS_LOCK:
         combiner = _STREAMS.get(name)
         if combiner is None:
-            combiner = _STREAMS[name] = Combiner(_stream_emitter())
+            progress = [0]
+            combiner = _STREAMS[name] = Combiner(_stream_emitter(progress), progress=progress)
         return combiner
 
 
@@ -250,6 +251,7 @@ class FileSink:
         "_force",
         "_id",
         "_next_check",
+        "_progress",
         "path",
     )
 
@@ -262,7 +264,8 @@ class FileSink:
         self._next_check = 0.0
         self._force = False
         self._open()
-        self._combiner = Combiner(_weak_emitter(self), owner=self)
+        self._progress = [0]  # this sink's writes (see Combiner.progress)
+        self._combiner = Combiner(_weak_emitter(self), owner=self, progress=self._progress)
 
     def _open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
@@ -306,7 +309,8 @@ class FileSink:
             failed = len(lines)
             lines.clear()
             return failed
-        return _write_chunks(self._fd, lines, PIPE_LINE_MAX if self._fifo else CHUNK_MAX)
+        limit = PIPE_LINE_MAX if self._fifo else CHUNK_MAX
+        return _write_chunks(self._fd, lines, limit, self._progress)
 
     def write(self, data: bytes) -> int:
         """Append one line; the number of lines that failed (this one, and any this call
@@ -322,11 +326,6 @@ class FileSink:
         """Reopen the path before the next line (safe in a signal handler: no lock, no I/O)."""
         self._force = True
         self._next_check = 0.0
-
-    def reopen(self) -> None:
-        """Reopen the path now (after a SIGHUP or an external rotation)."""
-        with self._combiner.lock:
-            self._open()
 
 
 def _weak_emitter(sink: FileSink) -> Callable[[list[bytes]], int]:

@@ -190,7 +190,7 @@ def test_queued_lines_go_to_their_own_streams_and_an_interrupt_keeps_the_rest(
     streams = [Stream(i) for i in range(3)]
     items = [(streams[t], b"%d:%d\n" % (t, n)) for n, t in enumerate(targets)]
     batch = list(items)
-    emit = _stream_emitter()
+    emit = _stream_emitter([0])
     try:
         assert 0 == emit(batch)
         interrupted = None

@@ -7,6 +7,7 @@ tested with the other forked child, in test_output_exit.)"""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import subprocess
@@ -106,32 +107,54 @@ def test_exit_returns_when_the_reader_stalls(tmp_path: Path) -> None:
 
 _EXIT_BUDGET = textwrap.dedent(
     """
-    import os, threading, time
+    import os, sys, threading, time
     import obs
-    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
+    VARIANT = sys.argv[1]
+    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none",
+                  file="out.jsonl" if VARIANT == "file" else None)
     log = obs.get_logger("t")
 
     def fill():  # stderr is a pipe nobody reads: this write blocks, holding the sink
         for i in range(200):
             log.info("fill", i=i, pad="x" * 2000)
 
+    def spin():  # lines keep reaching the file (which takes them) during exit
+        while True:
+            log.info("spin")
+            time.sleep(0.05)
+
+    def late():  # a non-daemon thread still logging while the process exits
+        for i in range(10):
+            log.info("late", i=i)
+            time.sleep(0.01)
+
     threading.Thread(target=fill, daemon=True).start()
     time.sleep(0.3)
+    if VARIANT == "file":
+        threading.Thread(target=spin, daemon=True).start()
+    if VARIANT == "late":
+        threading.Thread(target=late).start()
     log.info("last")  # queued behind it; returns at once
     os.write(1, b"exiting\\n")
     """
 )
 
 
-def test_exit_with_a_stalled_stderr_stays_within_the_shutdown_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("variant", ["stderr", "file", "late"])
+def test_exit_with_a_stalled_stderr_stays_within_the_shutdown_timeout(
+    tmp_path: Path, variant: str
+) -> None:
     """The threading._register_atexit hook waits the whole OBS_SHUTDOWN_TIMEOUT for the
     stalled sink, then atexit's shutdown() waited it again (and per sink: a stalled FIFO
     file doubled it once more): 2 s with OBS_SHUTDOWN_TIMEOUT=1, 6 s at the default 3
-    (2992a1c: 1 s). Exit spends it once now."""
+    (2992a1c: 1 s). Exit spends it once now. Found by the third review (each failed on
+    67543a1): with a file sink taking lines meanwhile, the wait took the file's writes
+    for progress on stderr and never ended; a thread logging ten lines during exit waited
+    1 s per line for the stalled sink (9 s)."""
     script = tmp_path / "exit_budget.py"
     script.write_text(_EXIT_BUDGET)
     proc = subprocess.Popen(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), variant],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,  # never read while the child runs
         env=_env(OBS_SHUTDOWN_TIMEOUT="2"),
@@ -141,7 +164,8 @@ def test_exit_with_a_stalled_stderr_stays_within_the_shutdown_timeout(tmp_path: 
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"exiting\n"
         t0 = time.monotonic()
-        proc.wait(15)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # hung: the bound below fails
+            proc.wait(15)
         elapsed = time.monotonic() - t0
     finally:
         proc.kill()
@@ -222,3 +246,133 @@ def test_a_flush_writes_itself_when_no_writer_thread_can_start(
     combiner.queue.append(b"queued\n")  # left by a caller, as a hand-off that failed would
     assert combiner.settle(1.0) == (0, True)
     assert written == [b"queued\n"]
+
+
+# -- 6. third review (67543a1): a line left queued with no writer, a child stuck on fork ----
+
+
+def test_a_line_queued_while_a_flush_holds_the_lock_is_written() -> None:
+    """A nested call (a signal handler, a finaliser) that queues a line while a flush
+    holds the lock leaves it to the holder; the flush released without looking, so the
+    line sat queued until some later call (on 67543a1: never written here)."""
+    from obs._combiner import Combiner
+
+    written: list[str] = []
+
+    def emit(batch: list[str]) -> int:
+        written.extend(batch)
+        batch.clear()
+        return 0
+
+    class Nested(Combiner[str]):
+        __slots__ = ()
+
+        def _take_failed(self) -> int:  # the flush holds the lock here: a signal lands
+            if not written and not self.queue:
+                assert self.submit("from_handler") == 0  # queued: the lock is held
+            return super()._take_failed()
+
+    combiner = Nested(emit)
+    assert combiner.settle(1.0) == (0, True)
+    deadline = time.monotonic() + 5
+    while not written and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ["from_handler"] == written
+
+
+_HANDLER = textwrap.dedent(
+    """
+    import os, random, signal, sys, time
+    import obs
+    path = sys.argv[1]
+    obs.configure(format="json", file=path, stream="none", logs_exporter="none")
+    log = obs.get_logger("s")
+    fired = [0]
+
+    def handler(signum, frame):
+        log.warning("from_handler")
+        fired[0] += 1
+
+    signal.signal(signal.SIGALRM, handler)
+    for k in range(300):
+        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0001, 0.002))
+        while fired[0] <= k:
+            obs.flush(1.0)
+        deadline = time.monotonic() + 2  # no log call, no flush: the writer must do it
+        while time.monotonic() < deadline:
+            with open(path, "rb") as f:
+                if f.read().count(b'"event":"from_handler"') == k + 1:
+                    break
+            time.sleep(0.002)
+        else:
+            print("stranded at", k, flush=True)
+            os._exit(1)
+    print("ok", flush=True)
+    os._exit(0)
+    """
+)
+
+
+def test_a_signal_handler_line_during_flushes_reaches_the_file(tmp_path: Path) -> None:
+    """The same with a real SIGALRM whose handler logs while the main thread loops on
+    obs.flush(): every handler line reaches the file with no later call (67543a1
+    stranded one within the first 50 iterations on every run)."""
+    script = tmp_path / "handler.py"
+    script.write_text(_HANDLER)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "h.jsonl")],
+        capture_output=True,
+        timeout=120,
+        env=_env(),
+        cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
+        check=False,
+    )
+    assert (0, b"ok\n") == (proc.returncode, proc.stdout), proc.stderr[-2000:]
+
+
+_FORK_IN_CONFIGURE = textwrap.dedent(
+    """
+    import os, signal, threading
+    import obs
+    from obs._config import STATE
+    obs.configure(format="json", stream="stderr", logs_exporter="none")
+    inside, leave = threading.Event(), threading.Event()
+
+    def configuring():  # a parent thread inside configure() when the fork happens
+        with STATE._locked():
+            inside.set()
+            leave.wait()
+
+    threading.Thread(target=configuring, daemon=True).start()
+    inside.wait()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)  # a hung child dies of SIGALRM
+        obs.configure(format="json", stream="stderr", logs_exporter="none")
+        obs.get_logger("c").info("child_configured")
+        obs.flush(5)
+        os._exit(0)
+    leave.set()
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_child_forked_while_a_thread_configures_can_configure(tmp_path: Path) -> None:
+    """The holder's lock is renewed in a forked child (on 67543a1 the child's
+    configure() waited forever for the parent thread's hold: killed by its alarm)."""
+    script = tmp_path / "fork_configure.py"
+    script.write_text(_FORK_IN_CONFIGURE)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
+        check=False,
+    )
+    assert "0" == proc.stdout.strip(), proc.stderr[-2000:]
+    assert "child_configured" in proc.stderr
