@@ -289,9 +289,10 @@ class Runtime:
         try:  # no lock is taken before admit(): a nested call here needs no deferral
             if "stage" in kw:
                 level = self.effective_level(level, kw["stage"])
-            if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
+            info = self.resolver.current() if level < self.ship_level else None
+            if info is not None and not scope_allows(scope, info):
                 if snap is not None:  # kept quiet here: the repeat is answered by the table
-                    cache.remember(logger._name, level, event, snap, None)
+                    cache.remember(logger._name, level, event, snap, None, info)
                 return
             context = logger._context
             name = logger._name
@@ -300,7 +301,7 @@ class Runtime:
                 fields = {**fields, "body": format_body(event, args)}
             key = make_key(name, level, event, fields, once_key)
             if snap is not None:
-                cache.remember(name, level, event, snap, key)
+                cache.remember(name, level, event, snap, key, info)
             if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat: lock-free
                 if deduper.summary_due:
                     self.emit_summaries()
@@ -346,9 +347,10 @@ class Runtime:
                 if self.deduper.summary_due:
                     self.emit_summaries()
                 return False
-            if level < self.ship_level and not scope_allows(scope, self.resolver.current()):
+            info = self.resolver.current() if level < self.ship_level else None
+            if info is not None and not scope_allows(scope, info):
                 if slot is not None:  # kept quiet here: the repeat is answered by the table
-                    cache.remember(name, level, slot, args, None)
+                    cache.remember(name, level, slot, args, None, info)
                 return False
             key = make_key(
                 name,
@@ -357,7 +359,7 @@ class Runtime:
                 {str(i): a for i, a in enumerate(args)},  # vLLM's *args as fields 0, 1, ...
             )
             if slot is not None:
-                cache.remember(name, level, slot, args, key)
+                cache.remember(name, level, slot, args, key, info)
             if self.deduper.lockfree and self.deduper.repeat(key):  # lock-free repeat
                 if self.deduper.summary_due:
                     self.emit_summaries()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from obs import errors
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
 from obs.encode import PLAIN_TYPES, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
+from obs.rank import NOT_IMPORTED
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
@@ -70,8 +71,8 @@ def flat_types(value: object) -> tuple[type, ...] | None:
             if not -_INT64 <= item < _INT64:
                 return None
         elif kind is float:
-            if item != item:  # noqa: PLR0124 - NaN never equals itself
-                return None
+            if item != item or not item:  # noqa: PLR0124 - NaN never equals itself; -0.0
+                return None  # equals 0.0 but writes "-0.0": both keep the JSON-text key
         elif kind is not bool and item is not None:
             return None
     return tuple(map(type, value))  # type: ignore[call-overload]
@@ -574,10 +575,19 @@ class OnceCache:
             deduper.summary_due = True
         return True
 
-    def remember(self, name: str, level: int, event: object, args: Any, key: Key | None) -> None:
+    def remember(  # noqa: PLR0917 - the call's parts, as repeat() takes them
+        self,
+        name: str,
+        level: int,
+        event: object,
+        args: Any,
+        key: Key | None,
+        info: RankInfo | None = None,
+    ) -> None:
         """Keep this call's arguments with the deduper's entry for ``key`` (only plain
         calls whose key is retained; a few per event). ``key`` None: the scope keeps this
-        rank quiet for this call."""
+        rank quiet for this call. ``info``: the rank info the scope was decided with (None:
+        no decision); not kept when the rank changed since (another thread moved it)."""
         if not self.enabled:
             return
         entry = None if key is None else self._deduper._entries.get(key)
@@ -591,6 +601,8 @@ class OnceCache:
         table = self._table
         if not self._sync():
             table.clear()
+        if info is not None and info is not self._info:
+            return  # decided for the rank the table is no longer for
         if len(table) >= _MAX_KEYS and event not in table:
             return
         rows = table.setdefault(event, [])
@@ -624,6 +636,8 @@ class OnceCache:
         info = resolver.current()
         if resolver.world is not world:  # torch.distributed found just now: check again
             world, pg = resolver.world, _UNSEEN
+        elif world is NOT_IMPORTED and pg is not None:  # imported, not found yet (a thread
+            pg = _UNSEEN  # is importing it): the next hit looks again
         self._world, self._pg = world, pg
         if info is self._info:
             return True

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import obs
+import obs._runtime
 import obs.testing
 from obs._config import STATE
 from obs.dedup import _MAX_KEYS as MAX_EVENTS
@@ -473,6 +474,39 @@ class TestScopes:
         assert (["evt", "x %s"] if shown else []) == written
         assert ([6, 6] if shown else []) == sorted(_summaries(read).values())
 
+    @pytest.mark.parametrize("api", ["bound", "dropin"])
+    def test_a_rank_change_during_the_decision_is_not_kept(
+        self, configure_json: Configure, monkeypatch: pytest.MonkeyPatch, api: str
+    ) -> None:
+        """Another thread moves the rank between a call's scope decision and the table
+        keeping it: the row (decided for the old rank) is not kept for the new one, so the
+        next call is decided again (on 64ce6cc it was answered "quiet" at local rank 0 and
+        never written; found by review)."""
+        read = configure_json()
+        _set_rank(1, 1)  # scope "local" keeps local rank 1 quiet
+        real = obs._runtime.scope_allows
+        armed = [True]
+
+        def moved_meanwhile(scope: object, info: Any) -> bool:
+            allowed = real(scope, info)
+            if armed[0]:
+                armed[0] = False
+                _set_rank(0, 0)
+            return allowed
+
+        monkeypatch.setattr(obs._runtime, "scope_allows", moved_meanwhile)
+        log, dropin = obs.get_logger("fast"), init_logger("fast.dropin")
+        call = (
+            (lambda: log.info_once("evt", n=1, scope="local"))
+            if api == "bound"
+            else (lambda: dropin.info_once("evt %s", 1, scope="global"))
+        )
+        call()
+        monkeypatch.setattr(obs._runtime, "scope_allows", real)
+        for _ in range(3):
+            call()
+        assert 1 == len([r for r in read() if r["event"].startswith("evt")])
+
     @settings(max_examples=80, deadline=None)
     @given(
         st.lists(
@@ -617,7 +651,56 @@ print(json.dumps(out))
 """
 
 
+_HALF_IMPORTED = r"""
+import json, os, sys, types
+os.environ.update(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+import obs
+import obs.testing
+
+store = sys.argv[1]
+obs.configure(format="json", sdk_disabled=True, repeat_summary_seconds=0)
+log = obs.get_logger("fast")
+placeholder = types.ModuleType("torch.distributed")  # another thread is importing it
+sys.modules["torch.distributed"] = placeholder
+for _ in range(2):
+    log.info_once("q")  # local rank 1: quiet, kept
+del sys.modules["torch.distributed"]
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
+with obs.testing.capture_events() as events:
+    for _ in range(3):
+        log.info_once("q")  # rank 0, local rank 0 now: written once
+dist.destroy_process_group()
+print(json.dumps([e["event"] for e in events]))
+"""
+
+
+def _child(script: str, *args: str, cwd: Path) -> Any:
+    """Run ``script`` in a fresh interpreter (this one has torch loaded); its JSON output."""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(cwd),  # not the checkout (its obs would shadow PYTHONPATH)
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert 0 == proc.returncode, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
 class TestBeforeTorch:
+    def test_a_table_filled_while_torch_distributed_was_half_imported_sees_the_group(
+        self, tmp_path: Path
+    ) -> None:
+        """The table is first filled while ``torch.distributed`` is in ``sys.modules`` but
+        not usable yet; after the import and a group's init the next hit decides again
+        (on 64ce6cc the stand-in read as settled and the quiet row answered for good;
+        found by review)."""
+        out = _child(_HALF_IMPORTED, str(tmp_path / "store"), cwd=tmp_path)
+        assert ["q"] == out
+
     @pytest.mark.parametrize(
         ("mode", "seen", "count"),
         [
@@ -633,15 +716,5 @@ class TestBeforeTorch:
         cost with torch loaded); importing it and a gloo group initialised then destroyed
         are still seen on the next hit, and the repeats counted exactly. A fresh process:
         this one has torch loaded."""
-        proc = subprocess.run(
-            [sys.executable, "-c", _BEFORE_TORCH, mode, str(tmp_path / "store")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            check=False,
-        )
-        assert 0 == proc.returncode, proc.stderr[-2000:]
-        out = json.loads(proc.stdout)
+        out = _child(_BEFORE_TORCH, mode, str(tmp_path / "store"), cwd=tmp_path)
         assert {"probes": 0, "seen": seen, "count": count} == out
