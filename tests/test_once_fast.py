@@ -220,8 +220,15 @@ _VOLATILE = {"timestamp", "first_seen", "last_seen", "code.line.number"}
 
 
 class TestThreads:
-    def test_exact_counts_under_threads(self, configure_json: Configure) -> None:
-        """8 threads repeating the same call: one line, every other call counted once."""
+    @pytest.mark.parametrize(
+        ("value", "scope"),
+        [(1, "local"), ([1, "a"], "global"), ((2.5, None), "process"), (True, 0)],
+    )
+    def test_exact_counts_under_threads(
+        self, configure_json: Configure, value: object, scope: object
+    ) -> None:
+        """8 threads repeating the same call (plain, scoped, with a list or tuple value):
+        one line, every other call counted once."""
         read = configure_json()
         log = obs.get_logger("fast")
         dropin = init_logger("fast.dropin")
@@ -231,8 +238,8 @@ class TestThreads:
         def work() -> None:
             barrier.wait()
             for _ in range(per_thread):
-                log.warning_once("evt", n=1)
-                dropin.warning_once("x %s", 1)
+                log.warning_once("evt", n=value, scope=scope)
+                dropin.warning_once("x %s", value, scope=scope)
 
         pool = [threading.Thread(target=work) for _ in range(threads)]
         for t in pool:
@@ -242,6 +249,33 @@ class TestThreads:
         assert ["evt", "x %s"] == sorted(r["event"] for r in read())
         counts = _summaries(read)
         assert [threads * per_thread - 1] * 2 == sorted(counts.values())
+
+    def test_quiet_ranks_stay_quiet_under_threads(
+        self, configure_json: Configure, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """On a rank the scope keeps quiet, 8 threads repeating calls write and count
+        nothing, from the table as from the full path."""
+        monkeypatch.setenv("RANK", "1")
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        read = configure_json()
+        log, dropin = obs.get_logger("fast"), init_logger("fast.dropin")
+        barrier = threading.Barrier(8)
+
+        def work() -> None:
+            barrier.wait()
+            for _ in range(1000):
+                log.warning_once("evt", n=[1])
+                dropin.warning_once("x %s", 1, scope="global")
+
+        pool = [threading.Thread(target=work) for _ in range(8)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert 2 == _table_size()  # both answered by the table
+        assert ([], {}) == (read(), _summaries(read))
 
 
 class TestInvalidation:
