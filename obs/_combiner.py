@@ -117,6 +117,12 @@ class Combiner(Generic[T]):
         queue.append(item)
         return self.drain()
 
+    def post(self, item: T) -> int:
+        """Queue ``item`` for the writer thread, never writing it here (a flush's own
+        lines: the flush's timeout bounds the wait for them, not a blocking write)."""
+        self.queue.append(item)
+        return 0 if self._hand_off() else self.drain()  # no thread can start: write here
+
     def drain(self) -> int:
         """Write what is queued unless another thread holds the lock (it looks again after
         releasing), for at most :data:`HOLDER_ROUNDS` rounds; then the writer thread takes

@@ -75,6 +75,8 @@ class Holder:
 
     def _after_fork(self) -> None:
         self._lock = threading.RLock()
+        if self.bridge is not None:  # held across a walk of the loggers in configure()
+            self.bridge.adopt_lock = threading.Lock()
 
     def ensure(self) -> Runtime:
         """The runtime, creating a console-only default one on first use.

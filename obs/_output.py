@@ -129,6 +129,11 @@ class StreamSink:
             lock.release()
         return failed + combiner.drain() if combiner.queue else failed
 
+    def post(self, data: bytes) -> int:
+        """Queue one line for the writer thread (see :meth:`Combiner.post`)."""
+        stream = getattr(sys, self._name)
+        return 1 if stream is None else self._combiner.post((stream, data))
+
     def flush(self, timeout: float = 1.0, *, patient: bool = False) -> tuple[int, bool]:
         """Write the queued lines (see :meth:`Combiner.settle`), then flush the stream's
         text layer; the number of lines that failed, and whether the wait for a write in
@@ -317,6 +322,10 @@ class FileSink:
         wrote for other threads)."""
         return self._combiner.submit(data)
 
+    def post(self, data: bytes) -> int:
+        """Queue one line for the writer thread (see :meth:`Combiner.post`)."""
+        return self._combiner.post(data)
+
     def flush(self, timeout: float = 1.0, *, patient: bool = False) -> tuple[int, bool]:
         """Write the queued lines (see :meth:`Combiner.settle`); the number that failed,
         and whether the wait for a write in progress ended in time."""
@@ -354,7 +363,7 @@ def _close_quietly(fd: int) -> None:
 class Output:
     """The runtime's sinks: the stream (console scope) and the file (shipping rule)."""
 
-    __slots__ = ("dropped", "file", "json", "stream")
+    __slots__ = ("dropped", "file", "json", "posting", "stream")
 
     def __init__(self, stream: StreamSink | None, file: FileSink | None, *, json: bool) -> None:
         self.stream = stream
@@ -362,20 +371,33 @@ class Output:
         self.json = json
         #: Lines that could not be written anywhere they were due.
         self.dropped = 0
+        #: Lines go to the writer threads, never written by the caller (see :meth:`posted`).
+        self.posting = False
 
     def write(self, console: bytes | None, line: bytes | None) -> None:
         """Write the console form to the stream and the JSON line to the file."""
         stream, file = self.stream, self.file
+        posting = self.posting
         try:
             if console is not None and stream is not None:
-                self.dropped += stream.write(console)  # lines of other threads' too
+                self.dropped += (stream.post if posting else stream.write)(console)
         except Exception:  # one sink failing must not cost the other its line
             self.dropped += 1
         try:
             if line is not None and file is not None:
-                self.dropped += file.write(line)
+                self.dropped += (file.post if posting else file.write)(line)
         except Exception:
             self.dropped += 1
+
+    def posted(self, emit: Callable[[], None]) -> None:
+        """Run ``emit`` with its lines queued for the writer threads: a flush's own lines
+        (repeat summaries) must not block the flush in a write to a full pipe; its
+        timeout bounds the wait for them instead."""
+        self.posting = True
+        try:
+            emit()
+        finally:
+            self.posting = False
 
     def stream_is_pipe(self) -> bool:
         """True when the console stream is a pipe or socket (see StreamSink.is_pipe)."""
@@ -392,9 +414,13 @@ class Output:
         kept = () if successor is None else successor._combiners()
         done = True
         deadline = time.monotonic() + timeout  # one budget for both sinks
-        for sink in (self.stream, self.file):
-            if sink is not None and not any(sink._combiner is c for c in kept):
+        sinks = [s for s in (self.stream, self.file) if s is not None]
+        moved = [s._combiner.progress[0] for s in sinks]
+        for sink, seen in zip(sinks, moved, strict=True):
+            if not any(sink._combiner is c for c in kept):
                 left = max(0.0, deadline - time.monotonic()) if timeout > 0 else 0.0
+                if patient and not left and timeout > 0 and sink._combiner.progress[0] != seen:
+                    left = timeout  # it took lines while another sink used the budget
                 failed, in_time = sink.flush(left, patient=patient)
                 self.dropped += failed
                 done = done and in_time

@@ -601,7 +601,7 @@ class Runtime:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Emit pending summaries, flush outputs and the export sink (bounded)."""
-        self.emit_summaries()
+        self._output.posted(self.emit_summaries)
         ok = True
         if self.sink is not None:
             try:
@@ -629,7 +629,7 @@ class Runtime:
         that would have been exported are counted (``unexported_after_shutdown``).
         ``successor``: the output of the runtime replacing this one; the sinks it keeps
         are not flushed (reconfiguring never waits behind other threads' writes)."""
-        self.emit_summaries()
+        self._output.posted(self.emit_summaries)
         ok = True
         sink, self.sink = self.sink, None
         self.closed = True

@@ -332,14 +332,15 @@ def test_a_signal_handler_line_during_flushes_reaches_the_file(tmp_path: Path) -
 
 _FORK_IN_CONFIGURE = textwrap.dedent(
     """
-    import os, signal, threading
+    import os, signal, sys, threading
     import obs
     from obs._config import STATE
     obs.configure(format="json", stream="stderr", logs_exporter="none")
     inside, leave = threading.Event(), threading.Event()
+    lock = STATE._locked() if sys.argv[1] == "holder" else STATE.bridge.adopt_lock
 
     def configuring():  # a parent thread inside configure() when the fork happens
-        with STATE._locked():
+        with lock:
             inside.set()
             leave.wait()
 
@@ -360,13 +361,16 @@ _FORK_IN_CONFIGURE = textwrap.dedent(
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
-def test_a_child_forked_while_a_thread_configures_can_configure(tmp_path: Path) -> None:
-    """The holder's lock is renewed in a forked child (on 67543a1 the child's
-    configure() waited forever for the parent thread's hold: killed by its alarm)."""
+@pytest.mark.parametrize("lock", ["holder", "adopt"])
+def test_a_child_forked_while_a_thread_configures_can_configure(tmp_path: Path, lock: str) -> None:
+    """The holder's lock and the bridge's adopt lock (held across the walk of the
+    loggers) are renewed in a forked child (on 67543a1 the child's configure() waited
+    forever for the parent thread's hold, killed by its alarm; the adopt lock on
+    9ca7d7c, found by the fourth review)."""
     script = tmp_path / "fork_configure.py"
     script.write_text(_FORK_IN_CONFIGURE)
     proc = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), lock],
         capture_output=True,
         text=True,
         timeout=60,
@@ -376,3 +380,125 @@ def test_a_child_forked_while_a_thread_configures_can_configure(tmp_path: Path) 
     )
     assert "0" == proc.stdout.strip(), proc.stderr[-2000:]
     assert "child_configured" in proc.stderr
+
+
+# -- 7. fourth review (9ca7d7c): a flush's own summary, the second sink at exit -------------
+
+_SUMMARY_ON_A_FULL_PIPE = textwrap.dedent(
+    """
+    import os, time
+    import obs
+    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none")
+    log = obs.get_logger("t")
+    for _ in range(3):
+        log.info_once("repeat")  # a counted repeat: a summary is due at flush
+    os.set_blocking(2, False)  # another writer (a sibling process) fills the shared pipe
+    try:
+        while True:
+            os.write(2, b"." * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(2, True)
+    t0 = time.monotonic()
+    ok = obs.flush(1)
+    os.write(1, b"%r %.2f\\n" % (ok, time.monotonic() - t0))
+    os._exit(0)
+    """
+)
+
+
+def test_a_flush_with_a_summary_due_returns_within_its_timeout(tmp_path: Path) -> None:
+    """obs.flush(1) wrote the pending repeat summary itself, in a blocking write to a full
+    pipe: it never returned (9ca7d7c; exit likewise). The summary now goes to the writer
+    thread and the timeout bounds the wait for it."""
+    script = tmp_path / "summary.py"
+    script.write_text(_SUMMARY_ON_A_FULL_PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,  # never read while the child runs
+        env=_env(),
+        cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
+    )
+    timer = threading.Timer(15, proc.kill)  # a hung flush: killed, its line never comes
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        out = proc.stdout.readline().decode() or "hung 15"
+    finally:
+        timer.cancel()
+        proc.kill()
+        proc.communicate()
+    ok, elapsed = out.split()
+    assert ("False", True) == (ok, float(elapsed) < 3), out
+
+
+_TWO_SLOW_READERS = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    import obs
+    obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none",
+                  file=sys.argv[1])
+    log = obs.get_logger("t")
+    stop = threading.Event()
+    counts = [0] * 8
+
+    def work(t):
+        while not stop.is_set() and counts[t] < 1250:
+            log.info("main", t=t, i=counts[t], pad="y" * 300)
+            counts[t] += 1
+
+    for t in range(8):
+        threading.Thread(target=work, args=(t,), daemon=True).start()
+    time.sleep(0.5)
+    stop.set()
+    time.sleep(0.05)
+    os.write(1, b"%d\\n" % sum(counts))
+    """
+)
+
+
+def test_exit_waits_for_a_second_sink_that_still_takes_lines(tmp_path: Path) -> None:
+    """Both readers pause, then read slowly: exit's patient wait on stderr ran past the
+    budget, and the file sink (a FIFO, still taking lines) got no wait at all: its lines
+    were lost (9ca7d7c: 3,043 of 7,598 in the review's run). A sink that moved while
+    another used the budget now gets its own patient wait."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    script = tmp_path / "two.py"
+    script.write_text(_TWO_SLOW_READERS)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(OBS_SHUTDOWN_TIMEOUT="2"),
+        cwd=str(tmp_path),  # not the checkout (its obs would shadow PYTHONPATH)
+    )
+    got: dict[str, bytes] = {}
+
+    def slow(fd: int, name: str, rate: float) -> None:
+        time.sleep(1.5)  # paused longer than the budget
+        os.set_blocking(fd, True)
+        data = b""
+        while chunk := os.read(fd, 4096):
+            data += chunk
+            time.sleep(4096 / rate)
+        got[name] = data
+
+    assert proc.stderr is not None
+    readers = [
+        threading.Thread(target=slow, args=(proc.stderr.fileno(), "stderr", 1e6)),
+        threading.Thread(target=slow, args=(rfd, "file", 3e5)),
+    ]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(60)
+    proc.wait(10)
+    os.close(rfd)
+    assert proc.stdout is not None
+    logged = int(proc.stdout.read())
+    counts = {k: v.count(b'"event":"main"') for k, v in got.items()}
+    # A daemon thread may finish one more line after the count was taken.
+    assert counts["stderr"] == counts["file"] >= logged, (logged, counts)
