@@ -389,10 +389,15 @@ class Output:
         except Exception:
             self.dropped += 1
 
-    def posted(self, emit: Callable[[], None]) -> None:
+    def posted(self, emit: Callable[[], None], *, post: bool = True) -> None:
         """Run ``emit`` with its lines queued for the writer threads: a flush's own lines
         (repeat summaries) must not block the flush in a write to a full pipe; its
-        timeout bounds the wait for them instead."""
+        timeout bounds the wait for them instead. ``post`` False (a reconfiguration,
+        which does not wait for the sinks it hands on): written as any line is, before
+        the new runtime's."""
+        if not post:
+            emit()
+            return
         self.posting = True
         try:
             emit()

@@ -629,7 +629,7 @@ class Runtime:
         that would have been exported are counted (``unexported_after_shutdown``).
         ``successor``: the output of the runtime replacing this one; the sinks it keeps
         are not flushed (reconfiguring never waits behind other threads' writes)."""
-        self._output.posted(self.emit_summaries)
+        self._output.posted(self.emit_summaries, post=successor is None)
         ok = True
         sink, self.sink = self.sink, None
         self.closed = True
