@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import user_fields
+from obs.dedup import HIT_DUE
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, level_class
 
@@ -152,18 +153,19 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
 
     def once(self: BoundLogger, event: str, /, *args: Any, **kw: Any) -> None:
         rt = self._holder.runtime or self._holder.ensure()
+        if rt.level <= level and not args and not self._context:
+            hit = rt.once_cache.repeat(self._name, level, event, kw)  # never with a stage
+            if hit:  # a plain suppressed repeat, counted
+                if hit == HIT_DUE:
+                    rt.emit_summaries()
+                return
+            if "stage" not in kw:
+                rt.log_once(self, level, method, event, kw, args)
+                return
         if "stage" in kw:
             if rt.effective_level(level, kw["stage"]) >= rt.level:
                 rt.log_once(self, level, method, event, kw, args)
         elif rt.level <= level:
-            if (
-                not args
-                and not self._context
-                and rt.once_cache.repeat(self._name, level, event, kw)
-            ):
-                if rt.deduper.summary_due:  # a plain suppressed repeat, counted
-                    rt.emit_summaries()
-                return
             rt.log_once(self, level, method, event, kw, args)
 
     once.__name__ = f"{method}_once"

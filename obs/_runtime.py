@@ -268,12 +268,8 @@ class Runtime:
         args: tuple[Any, ...] = (),
     ) -> None:
         """``*_once``: scope then dedup decided before any dict is built (the repeat path)."""
-        cache = self.once_cache
+        cache = self.once_cache  # the caller asked it already: this is not a known repeat
         plain = cache.enabled and not args and not logger._context and type(event) is str
-        if plain and cache.repeat(logger._name, level, event, kw):
-            if self.deduper.summary_due:
-                self.emit_summaries()
-            return
         snap = dict(kw) if plain and NOT_CACHED.isdisjoint(kw) else None  # scope kept
         scope = kw.pop("scope", "local")
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
@@ -330,7 +326,7 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def admit_once(  # noqa: C901, PLR0911, PLR0912 - the drop-in *_once hot path, inlined
+    def admit_once(  # noqa: C901 - the drop-in *_once hot path, inlined
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
     ) -> bool | Literal["overflow"]:
         """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup.
@@ -342,11 +338,7 @@ class Runtime:
             return True
         cache = self.once_cache
         slot = cache.slot(event, scope) if cache.enabled and type(event) is str else None
-        try:
-            if slot is not None and cache.repeat(name, level, slot, args):
-                if self.deduper.summary_due:
-                    self.emit_summaries()
-                return False
+        try:  # the caller asked the once cache already: this is not a known repeat
             info = self.resolver.current() if level < self.ship_level else None
             if info is not None and not scope_allows(scope, info):
                 if slot is not None:  # kept quiet here: the repeat is answered by the table

@@ -18,7 +18,17 @@ exception passed as a field does not keep its frames alive.
 
 from __future__ import annotations
 
-__all__ = ["NOT_PLAIN", "OVERFLOW", "Dedup", "Deduper", "OnceCache", "key_text", "make_key"]
+__all__ = [
+    "HIT",
+    "HIT_DUE",
+    "NOT_PLAIN",
+    "OVERFLOW",
+    "Dedup",
+    "Deduper",
+    "OnceCache",
+    "key_text",
+    "make_key",
+]
 
 import itertools
 import math
@@ -472,10 +482,26 @@ NOT_CACHED = NOT_PLAIN - {"scope"}
 _MAX_KEYS = 4096
 _PER_EVENT = 4
 
-Snapshot = tuple[Any, tuple[Any, ...], int, str, "_Entry | None"]
+#: (arguments, (name or position, type) per argument, level, logger, the deduper's entry).
+Snapshot = tuple[Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None"]
 
 
 _UNSEEN = object()
+
+#: What :meth:`OnceCache.repeat` returns for a counted repeat, and for one after which the
+#: periodic summaries are due (the caller drains them); a miss is 0.
+HIT, HIT_DUE = 1, 2
+
+
+class _Unknown:
+    """The world holder while the table has no rank info yet, or where torch has none:
+    its ``_default_pg`` never matches, so every hit looks again (:meth:`OnceCache._sync`)."""
+
+    __slots__ = ()
+    _default_pg = object()  # no group the table ever records
+
+
+_UNKNOWN = _Unknown()
 
 
 def _shape(value: object) -> object:
@@ -500,6 +526,7 @@ class OnceCache:
     """Per runtime: event -> the last few (arguments, their types, level, logger, entry)."""
 
     __slots__ = (
+        "_clock",
         "_deduper",
         "_generation",
         "_info",
@@ -512,12 +539,13 @@ class OnceCache:
 
     def __init__(self, deduper: Deduper, resolver: RankResolver) -> None:
         self._deduper = deduper
+        self._clock = deduper._clock
         self._resolver = resolver
         self._table: dict[object, list[Snapshot]] = {}
         self._info: RankInfo | None = None
         #: torch's process-group holder and the default group the info was computed for:
         #: a hit compares them inline (one attribute read) instead of probing the resolver.
-        self._world: Any = None
+        self._world: Any = _UNKNOWN
         self._pg: object = None
         self._generation = -1
         #: Off without a GIL: the deduper's lock-free count is what makes a hit cheap.
@@ -526,54 +554,44 @@ class OnceCache:
     def __len__(self) -> int:
         return sum(map(len, self._table.values()))
 
-    def repeat(  # noqa: C901, PLR0912 - the *_once hot path, inlined
+    def repeat(  # noqa: PLR0911 - the *_once hot path: a fast return per outcome
         self, name: str, level: int, event: object, args: Any
-    ) -> bool:
-        """True (and counted) when this exact call is a remembered repeat: equal arguments,
-        each of the same type as the remembered one (per name for keywords, per position
-        for positional args). Never raises: an odd value takes the full path."""
+    ) -> int:
+        """:data:`HIT` (counted) when this exact call is a remembered repeat: equal
+        arguments, each of the same type as the remembered one (per name for keywords, per
+        position for positional args); :data:`HIT_DUE` when summaries are due too (the
+        caller drains them); 0 when not. Never raises: an odd value takes the full path."""
         try:  # a value whose __eq__ raises (a numpy array) must not reach the caller
             rows = self._table.get(event)
             if rows is None:
-                return False
-            world = self._world
+                return 0
             if (
-                world is None
-                or world._default_pg is not self._pg
+                self._world._default_pg is not self._pg
                 or self._resolver.generation != self._generation
             ) and not self._sync():
                 self._table.clear()  # the rank changed: scopes must be decided again
-                return False
+                return 0
             for snap, types, row_level, row_name, entry in rows:  # noqa: B007 - used after
                 if snap == args and row_level == level and row_name == name:
-                    if type(args) is dict:
-                        for key, cls in types:
-                            if type(args[key]) is not cls and not _same(args[key], cls):
-                                break
-                        else:
+                    for key, cls in types:  # a keyword's name or an argument's position
+                        if type(args[key]) is not cls and not _same(args[key], cls):
                             break
                     else:
-                        i = 0  # an index walk: cheaper than zip() per call
-                        for value in args:
-                            if type(value) is not types[i] and not _same(value, types[i]):
-                                break
-                            i += 1  # noqa: SIM113 - enumerate() costs an object per call
-                        else:
-                            break
+                        break
             else:
-                return False
+                return 0
             if entry is None:  # the scope keeps this rank quiet: nothing to count
-                return True
+                return HIT
         except Exception:
-            return False
+            return 0
         # Counted on the deduper's own entry, as Deduper.repeat does (inlined: a frame less).
-        deduper = self._deduper
-        now = deduper._clock()
+        now = self._clock()
         next(entry.fast)  # the deduper's own lock-free count: exact and shared
         entry.last_seen = now
-        if now >= deduper._next_summary:
-            deduper.summary_due = True
-        return True
+        if now < self._deduper._next_summary:
+            return HIT
+        self._deduper.summary_due = True
+        return HIT_DUE
 
     def remember(  # noqa: PLR0917 - the call's parts, as repeat() takes them
         self,
@@ -610,9 +628,12 @@ class OnceCache:
             del rows[0]
         if is_dict:  # a copy of each list: the caller may change theirs
             snap: Any = {k: list(v) if type(v) is list else v for k, v in args.items()}
-            types: tuple[Any, ...] = tuple(zip(args, shapes, strict=True))
+            types = tuple(zip(args, shapes, strict=True))
         else:
-            snap, types = tuple(list(v) if type(v) is list else v for v in args), tuple(shapes)
+            snap, types = (
+                tuple(list(v) if type(v) is list else v for v in args),
+                tuple(enumerate(shapes)),
+            )
         rows.append((snap, types, level, name, entry))
 
     @staticmethod
@@ -638,7 +659,7 @@ class OnceCache:
             world, pg = resolver.world, _UNSEEN
         elif world is NOT_IMPORTED and pg is not None:  # imported, not found yet (a thread
             pg = _UNSEEN  # is importing it): the next hit looks again
-        self._world, self._pg = world, pg
+        self._world, self._pg = _UNKNOWN if world is None else world, pg
         if info is self._info:
             return True
         self._info = info
@@ -648,4 +669,4 @@ class OnceCache:
         """Forget everything (shutdown)."""
         self._table.clear()
         self._info = None
-        self._world = None
+        self._world = _UNKNOWN

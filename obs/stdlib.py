@@ -50,7 +50,7 @@ from obs._bridge import (
     remove_bridge,
 )
 from obs._config import STATE
-from obs.dedup import OVERFLOW, OnceCache
+from obs.dedup import HIT_DUE, OVERFLOW, OnceCache
 from obs.levels import METHOD_BY_LEVEL
 from obs.settings import DEFAULT_ADOPT_LOGGERS
 
@@ -125,12 +125,16 @@ class VllmLogger(logging.Logger):
         def error_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
 
 
+#: The default scope, as the drop-in methods' default (an identity check on the hot path).
+_LOCAL = "local"
+
+
 def _once_method(level: int, name: str) -> Callable[..., None]:
     """``<name>_once``: a plain suppressed repeat is answered here (the level checked as
     ``isEnabledFor`` does, from its cache; then the runtime's once cache), anything else
     goes to :func:`_once`."""
 
-    def once(self: logging.Logger, msg: object, *args: Any, scope: object = "local") -> None:
+    def once(self: logging.Logger, msg: object, *args: Any, scope: object = _LOCAL) -> None:
         try:  # isEnabledFor, inlined: its own per-level cache (a miss: the method fills it)
             enabled = not self.disabled and self._cache[level]  # type: ignore[attr-defined]
         except Exception:
@@ -138,19 +142,14 @@ def _once_method(level: int, name: str) -> Callable[..., None]:
         if not enabled:
             return
         runtime = STATE.runtime
-        if (
-            runtime is not None
-            and type(msg) is str
-            and runtime.once_cache.repeat(  # never raises
-                self.name,
-                level,
-                msg if type(scope) is str and scope == "local" else OnceCache.slot(msg, scope),
-                args,
-            )
-        ):
-            if runtime.deduper.summary_due:
-                runtime.emit_summaries()
-            return
+        if runtime is not None and type(msg) is str:
+            hit = runtime.once_cache.repeat(
+                self.name, level, msg if scope is _LOCAL else OnceCache.slot(msg, scope), args
+            )  # never raises
+            if hit:  # a plain suppressed repeat, counted
+                if hit == HIT_DUE:
+                    runtime.emit_summaries()
+                return
         _once(self, level, msg, args, scope)
 
     once.__name__ = once.__qualname__ = f"{name}_once"

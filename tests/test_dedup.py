@@ -20,6 +20,7 @@ import obs._runtime
 import obs.testing
 from obs._config import STATE
 from obs.dedup import OVERFLOW, Dedup, Deduper, key_text, make_key
+from obs.stdlib import init_logger
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 T0 = 1_750_000_000.0
@@ -443,6 +444,24 @@ class TestInTheChain:
         log.warning_once("retrying")
         assert ["retrying"] == [r["event"] for r in early]
         assert [("log_repeats_suppressed", 2)] == [
+            (r["event"], r["suppressed_count"]) for r in read()
+        ]
+
+    @pytest.mark.parametrize("scope", [{}, {"scope": "local"}, {"scope": "global"}])
+    def test_periodic_summary_from_a_dropin_repeat(
+        self, scope: dict[str, str], clock: Clock, configure_json: Configure
+    ) -> None:
+        """The same through vLLM's drop-in, the default scope spelled out or not: the
+        repeats the once cache answers emit the due summary themselves."""
+        read = configure_json(repeat_summary_seconds=10)
+        logger = init_logger("eng.dropin")
+        for _ in range(3):  # the third is answered by the once cache
+            logger.warning_once("retrying %s", 1, **scope)
+        early = read()
+        clock.now += 10
+        logger.warning_once("retrying %s", 1, **scope)
+        assert ["retrying 1"] == [r["body"] for r in early]
+        assert [("log_repeats_suppressed", 3)] == [
             (r["event"], r["suppressed_count"]) for r in read()
         ]
 

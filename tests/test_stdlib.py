@@ -352,6 +352,23 @@ class TestInitLogger:
         init_logger("vllm.compat").warning_once("local default")
         assert [] == read()
 
+    def test_local_spelled_out_is_the_default_key(self, configure_json: Configure) -> None:
+        """scope="local" passed by the caller and the default are one key: one line, and
+        every other call counted, whichever the once cache answers."""
+        read = configure_json()
+        logger = init_logger("vllm.compat.local")
+        for i in range(6):
+            if i % 2:
+                logger.warning_once("same %s", 1, scope="local")
+            else:
+                logger.warning_once("same %s", 1)
+        lines = read()
+        obs.flush()
+        assert (["same 1"], [5]) == (
+            [r["body"] for r in lines],
+            [r["suppressed_count"] for r in read()],
+        )
+
     def test_hidden_rank_does_not_use_the_key(
         self, monkeypatch: pytest.MonkeyPatch, configure_json: Configure
     ) -> None:
