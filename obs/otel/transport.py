@@ -183,9 +183,11 @@ class ExporterTransport:
         if ok is None:
             ok = self.exporter.export(batch) is LogRecordExportResult.SUCCESS
         answer = box.answer if box is not None else None
-        if answer is None or answer.ok != ok:
+        if answer is None:
             return Outcome(ok=ok)
-        return answer
+        if ok and not answer.ok:  # the HTTP client calls any status below 400 a success:
+            return answer  # a 3xx stored nothing, and our reading of it says why
+        return answer if answer.ok == ok else Outcome(ok=ok)
 
     def interrupt(self) -> None:
         """Abort an export in its retry sleep (the exporter is unusable afterwards)."""

@@ -38,14 +38,21 @@ class Picky:
     ``max_records``: requests with more records are too large (HTTP 413). ``poison``: a
     request holding a record of that event name is refused for good (400 /
     INVALID_ARGUMENT). Records whose event name starts with ``bad`` are dropped with a
-    ``partial_success``. ``grpc_max_bytes``: the gRPC server's receive limit.
+    ``partial_success``. ``grpc_max_bytes``: the gRPC server's receive limit. ``status``:
+    every HTTP request answered with it and an empty body, nothing stored (a proxy's 3xx).
     """
 
     def __init__(
-        self, *, max_records: int = 0, poison: str = "", grpc_max_bytes: int = 4 << 20
+        self,
+        *,
+        max_records: int = 0,
+        poison: str = "",
+        grpc_max_bytes: int = 4 << 20,
+        status: int = 0,
     ) -> None:
         self.max_records = max_records
         self.poison = poison
+        self.status = status
         self.records: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         picky = self
@@ -91,6 +98,8 @@ class Picky:
     def answer(self, request: Any, transport: str) -> tuple[int, bytes]:
         """(HTTP status, body) for one export request; stores what it accepts."""
         records = _decode_request(request, transport)
+        if self.status:
+            return self.status, b""
         if self.max_records and len(records) > self.max_records:
             msg = f"request of {len(records)} records is too large"
             return 413, status_pb2.Status(code=8, message=msg).SerializeToString()
@@ -241,6 +250,20 @@ def test_partial_success_is_counted(picky_sink: Any, protocol: str) -> None:
     assert sink.force_flush(10.0)
     assert 80 == len(picky.events())
     assert {"INFO": 40, "ERROR": 40} == rejected(sink)
+
+
+@pytest.mark.parametrize("status", [300, 301, 302, 304, 307, 399])
+def test_http_3xx_is_not_delivery(picky_sink: Any, status: int) -> None:
+    """A 3xx answer (a proxy's redirect without a Location, 304) stored nothing: the
+    records are not counted exported, flush() says so, and shutdown spools the ERRORs.
+    (The SDK's client calls any status below 400 a success.)"""
+    picky, sink, _ = picky_sink("http/protobuf", status=status)
+    for i in range(5):
+        sink(None, "error", ev(f"e{i}"))
+    flushed = sink.force_flush(1.5)
+    sink.shutdown(2.0)
+    stats = sink.stats()
+    assert (False, [], 0, 5) == (flushed, picky.events(), stats["exported"], stats["spooled"])
 
 
 def test_poisoned_spool_replays_everything_else(picky_sink: Any, tmp_path: Path) -> None:
