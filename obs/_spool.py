@@ -49,8 +49,14 @@ _OFFSET = "spool.replay.offset"
 _LOCK = "replay.lock"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC
+_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+
+
+def _torn(fd: int) -> bool:
+    """Whether the open spool file ends inside a line (its last byte is not a newline)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 class SpoolRefused(PermissionError):
@@ -221,6 +227,8 @@ class Spool:
                 room -= len(line)
             if chunk:
                 data = b"".join(chunk)
+                if used and _torn(fd):  # a writer died mid-line: end that line first, so
+                    data = b"\n" + data  # it alone is corrupt, not the next record too
                 while data:
                     written = os.write(fd, data)
                     data = data[written:]

@@ -8,11 +8,14 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from obs._spool import Spool, SpoolRefused
 
@@ -127,6 +130,34 @@ class TestReplay:
         result = spool.replay(sink, batch_size=10)
         assert ["u0"] == sink.uids
         assert 3 == result.corrupt
+
+    def test_records_appended_after_a_torn_line_are_whole(self, tmp_path: Path) -> None:
+        """A writer that died mid-line leaves the file without a final newline: the next
+        append ends that line first, so only the torn line is corrupt, not the next
+        record glued to it."""
+        spool = Spool(str(tmp_path), 1 << 20)
+        spool.append(_docs(1))
+        with open(tmp_path / "spool.jsonl", "ab") as f:
+            f.write(b'{"uid": "torn", "bo')
+        spool.append(_docs(2, start=1))
+        sink = Collector()
+        result = spool.replay(sink, batch_size=10)
+        assert (["u0", "u1", "u2"], 1) == (sink.uids, result.corrupt)
+
+    @settings(max_examples=40, deadline=None)
+    @given(torn=st.binary(min_size=1, max_size=60).filter(lambda b: not b.endswith(b"\n")))
+    def test_any_torn_tail_costs_only_itself(self, torn: bytes) -> None:
+        """Whatever bytes a dead writer left unterminated, every record appended after
+        them is replayed."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spool = Spool(tmp, 1 << 20)
+            spool.append(_docs(1))
+            with open(os.path.join(tmp, "spool.jsonl"), "ab") as f:
+                f.write(torn)
+            spool.append(_docs(3, start=1))
+            sink = Collector()
+            spool.replay(sink, batch_size=10)
+            assert ["u1", "u2", "u3"] == sink.uids[-3:]
 
     def test_second_replayer_skips_while_locked(self, tmp_path: Path) -> None:
         """A replay while another process holds the replay lock does nothing (no double replay)."""

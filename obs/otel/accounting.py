@@ -54,6 +54,15 @@ class Counters:
     def drop(self, reason: str, cls: int, n: int = 1) -> None:
         self.drop_named(reason, CLASS_NAMES[cls], n)
 
+    def corrupt(self, n: int = 1, cls: object = None) -> None:
+        """Spool lines that could not be replayed (torn, not JSON, not a record): counted,
+        and reported as ``spool_corrupt`` drops (per level when the line says it)."""
+        self.spool_corrupt += n
+        name = "UNKNOWN"
+        if isinstance(cls, int) and type(cls) is int and 0 <= cls < len(CLASS_NAMES):
+            name = CLASS_NAMES[cls]
+        self.drop_named("spool_corrupt", name, n)
+
     def drop_named(self, reason: str, name: str, n: int = 1) -> None:
         for table in (self.dropped, self.pending_drops):
             per_level = table.setdefault(reason, {})

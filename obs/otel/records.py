@@ -201,7 +201,9 @@ class RecordBuilder:
         }
 
     def from_spool(self, doc: Mapping[str, Any]) -> ReadableLogRecord:
-        """Rebuild a spooled record (with its original resource), marked ``obs.replayed``."""
+        """Rebuild a spooled record (with its original resource), marked ``obs.replayed``.
+        Raises ``ValueError`` for a line that is JSON but not a record (counted corrupt)."""
+        _check_spooled(doc)
         res = doc.get("res") or {}
         key = json.dumps(res, sort_keys=True, default=str)
         resource = self._resources.get(key)
@@ -235,6 +237,31 @@ class RecordBuilder:
             event_name=doc.get("name"),
         )
         return ReadableLogRecord(record, resource, SCOPE)
+
+
+#: A spool line's fields with a type and range the record needs: (field, types, bound).
+_SPOOLED: tuple[tuple[str, tuple[type, ...], int], ...] = (
+    ("ts", (int,), 1 << 64),
+    ("ots", (int,), 1 << 64),
+    ("tid", (int,), 1 << 128),
+    ("sid", (int,), 1 << 64),
+    ("tf", (int,), 1 << 32),
+    ("st", (str,), 0),
+    ("name", (str,), 0),
+    ("attrs", (dict,), 0),
+    ("res", (dict,), 0),
+)
+
+
+def _check_spooled(doc: Mapping[str, Any]) -> None:
+    """Refuse a spool line whose fields would make a record nothing can encode (another
+    version's line, a hand edit): it is counted corrupt instead of failing its batch."""
+    for name, types, bound in _SPOOLED:
+        value = doc.get(name)
+        if value is None:
+            continue
+        if type(value) not in types or (bound and not 0 <= value < bound):
+            raise ValueError(f"spool line field {name!r} is not a valid {types[0].__name__}")
 
 
 def resource_attributes(settings: Settings, info: RankInfo) -> dict[str, Any]:

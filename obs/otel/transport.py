@@ -119,10 +119,23 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
         parse = ExportLogsServiceRequest.FromString
 
         def translate(batch: Sequence[ReadableLogRecord]) -> Any:
-            return parse(encoder.request(batch))
+            return parse(_encoded(encoder, batch))
 
         exporter._translate_data = translate
     return None
+
+
+class _Unencodable(ValueError):
+    """A record of the batch cannot be encoded (a spool line another version wrote, say):
+    no collector would take it, whenever asked. Permanent: the batch is narrowed to it."""
+
+
+def _encoded(encoder: Encoder, batch: Sequence[ReadableLogRecord]) -> bytes:
+    """``encoder.request(batch)``; a failure is :class:`_Unencodable`."""
+    try:
+        return encoder.request(batch)
+    except Exception as exc:
+        raise _Unencodable(f"record not encodable: {type(exc).__name__}: {exc}") from exc
 
 
 class _RequestTooLarge(ValueError):
@@ -172,16 +185,19 @@ class ExporterTransport:
         if box is not None:
             box.answer = None
         ok: bool | None = None
-        if self._send_bytes is not None:
-            try:
-                ok = self._send_bytes(self._encoder.request(batch))
-            except _RequestTooLarge as exc:
-                return Outcome(ok=False, too_large=True, message=str(exc))
-            except _WireUnsupported:  # from now on the exporter encodes and sends itself
-                self._send_bytes = None  # (this batch may arrive twice: log.record.uid)
-                self.wire = False
-        if ok is None:
-            ok = self.exporter.export(batch) is LogRecordExportResult.SUCCESS
+        try:
+            if self._send_bytes is not None:
+                try:
+                    ok = self._send_bytes(_encoded(self._encoder, batch))
+                except _RequestTooLarge as exc:
+                    return Outcome(ok=False, too_large=True, message=str(exc))
+                except _WireUnsupported:  # from now on the exporter encodes and sends itself
+                    self._send_bytes = None  # (this batch may arrive twice: log.record.uid)
+                    self.wire = False
+            if ok is None:
+                ok = self.exporter.export(batch) is LogRecordExportResult.SUCCESS
+        except _Unencodable as exc:  # asking again would fail again: narrowed, given up
+            return Outcome(ok=False, permanent=True, message=scrub_text(str(exc)))
         answer = box.answer if box is not None else None
         if answer is None:
             return Outcome(ok=ok)

@@ -500,7 +500,7 @@ class ExportWorker:
                 records.append((cls, self._builder.from_spool(doc)))
             except Exception:
                 with self._lock:
-                    self._acct.counters.spool_corrupt += 1
+                    self._acct.counters.corrupt(1, doc.get("cls"))
         ok = not self._delivery.deliver(records, timeout)[1]
         with self._cond:
             if ok:  # the collector is back: log straight to it again
@@ -514,7 +514,8 @@ class ExportWorker:
     def _replayed_locked(self, result: ReplayResult) -> None:
         """Count a finished replay and schedule the next one (soon, or on the backoff)."""
         self._acct.counters.replayed += result.replayed
-        self._acct.counters.spool_corrupt += result.corrupt
+        if result.corrupt:
+            self._acct.counters.corrupt(result.corrupt)
         if result.refused:
             self._acct.notes.append(
                 (

@@ -10,9 +10,12 @@ accounting identity: sent = received + reported rejected, per severity.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -300,3 +303,79 @@ def test_poisoned_spool_replays_everything_else(picky_sink: Any, tmp_path: Path)
         assert {"ERROR": 1} == rejected(up)
     finally:
         up.shutdown(1.0)
+
+
+def _spool_line(event: str, /, **fields: Any) -> bytes:
+    """A spool line as obs writes one (an ERROR named ``event``), with ``fields`` changed."""
+    now = time.time_ns()
+    doc = {
+        "v": 1, "cls": 3, "ts": now, "ots": now, "sn": 17, "st": "ERROR", "body": event,
+        "name": event, "attrs": {"event": event}, "tid": 0, "sid": 0, "tf": 0,
+        "res": {"service.name": "picky-test"},
+    }  # fmt: skip
+    doc.update(fields)
+    return json.dumps(doc).encode() + b"\n"
+
+
+def _plant_spool(directory: Path, bad: dict[str, Any]) -> list[str]:
+    """A spool (another process's) of good records around one that is JSON but not a
+    record; the good records' names."""
+    directory.mkdir(mode=0o700)
+    good = ["g0", "g1", "g2", "g3"]
+    path = directory / "spool.jsonl"
+    path.write_bytes(
+        _spool_line("g0") + _spool_line("bad", **bad) + b"".join(map(_spool_line, good[1:]))
+    )
+    os.chmod(path, 0o600)
+    return good
+
+
+NOT_RECORDS = [
+    {"ts": "2026-12-04T13:20:22Z"},  # another version's time
+    {"ots": -1},
+    {"ts": 1 << 64},
+    {"tid": 1 << 130},
+    {"sid": "abc"},
+    {"tf": 1.5},
+    {"st": 17},
+    {"name": {"x": 1}},
+    {"attrs": [1, 2]},
+    {"res": "svc"},
+]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("bad", NOT_RECORDS)
+def test_spool_line_that_is_not_a_record(
+    picky_sink: Any, tmp_path: Path, protocol: str, bad: dict[str, Any]
+) -> None:
+    """A spool line that is JSON but not a record does not strand the spool: every other
+    record is replayed, the line is counted and reported as a ``spool_corrupt`` drop, and
+    the spool is emptied."""
+    good = _plant_spool(tmp_path / "spool", bad)
+    picky, sink, reports = picky_sink(protocol)
+    assert sink.force_flush(10.0)
+    stats = sink.stats()
+    sink.shutdown(2.0)
+    drops = [f for name, _, f in reports.calls if name == "obs_records_dropped"]
+    assert (sorted(good), 1, {"ERROR": 1}) == (
+        sorted(picky.events()),
+        stats["spool_corrupt"],
+        stats["dropped_by_reason"].get("spool_corrupt"),
+    )
+    assert [("spool_corrupt", 1)] == [(d["reason"], d["count"]) for d in drops]
+    assert [] == sorted(p.name for p in (tmp_path / "spool").glob("spool*.jsonl"))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_unencodable_record_is_narrowed_and_counted(
+    picky_sink: Any, tmp_path: Path, protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The encoder failing on a record (the spool line check switched off here) is a
+    permanent answer for that record alone: narrowed down, counted ``rejected``, and the
+    rest delivered. It used to count as the collector being down, retried forever."""
+    monkeypatch.setattr("obs.otel.records._check_spooled", lambda doc: None)
+    good = _plant_spool(tmp_path / "spool", {"ts": "2026-12-04T13:20:22Z"})
+    picky, sink, _ = picky_sink(protocol)
+    assert sink.force_flush(10.0)
+    assert (sorted(good), {"ERROR": 1}) == (sorted(picky.events()), rejected(sink))
