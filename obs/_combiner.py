@@ -10,7 +10,7 @@ writer to pass it, so a slow or stalled reader costs a flush its timeout and no 
 
 from __future__ import annotations
 
-__all__ = ["HOLDER_ROUNDS", "QUEUE_MAX", "Combiner", "exiting"]
+__all__ = ["HOLDER_ROUNDS", "QUEUE_MAX", "Combiner", "exiting", "on_writer_thread"]
 
 import _thread
 import contextlib
@@ -42,6 +42,16 @@ def exiting() -> None:
     _EXITING[0] = True
 
 
+#: ``writer`` is set on the sinks' writer threads: only they wait on a reader that does
+#: not read (a caller's write takes what the sink takes now; the writer the rest).
+_THREAD = threading.local()
+
+
+def on_writer_thread() -> bool:
+    """Whether this thread is a sink's writer thread (its writes may wait on the reader)."""
+    return getattr(_THREAD, "writer", False)
+
+
 class _Mark:
     """A flush's place in the queue: released once every line before it was written."""
 
@@ -56,7 +66,9 @@ class Combiner(Generic[T]):
     """Lines queued by any thread, written by whichever thread holds the lock.
 
     ``submit`` never blocks on another thread's write (unless :data:`QUEUE_MAX` lines are
-    already waiting behind a slow reader), and is safe in a signal handler or finaliser:
+    already waiting behind a slow reader), nor on a reader that does not read (``emit``
+    stops there on a caller's thread; the writer thread waits), and is safe in a signal
+    handler or finaliser:
     the queue is a ``deque`` and the lock is only tried. ``emit`` writes a batch, removes
     from it what it wrote or counted, and returns how many lines failed; what an interrupt
     (``KeyboardInterrupt`` out of a write) leaves in a batch goes back on the queue.
@@ -72,6 +84,7 @@ class Combiner(Generic[T]):
         "_pin",
         "_stalled",
         "_wake",
+        "blocked",
         "lock",
         "progress",
         "queue",
@@ -84,10 +97,11 @@ class Combiner(Generic[T]):
         progress: list[int] | None = None,
     ) -> None:
         self._emit = emit
-        #: Writes done by ``emit`` (it counts them: a racy count, only whether it moves
-        #: matters, to a patient flush). This sink's own: another sink's writes are not
-        #: progress here.
-        self.progress = progress if progress is not None else [0]
+        #: ``[writes, stopped]``: the writes done by ``emit`` (it counts them: a racy
+        #: count, only whether it moves matters, to a patient flush; this sink's own), and
+        #: set by ``emit`` when it stopped at a reader that takes no more now, leaving the
+        #: rest of the batch in it (for the writer thread).
+        self.progress = progress if progress is not None else [0, 0]
         #: At exit, a wait for the lock timed out: later callers do not wait again (a
         #: thread logging during exit would spend a second per line on a stalled sink).
         self._stalled = False
@@ -101,6 +115,9 @@ class Combiner(Generic[T]):
         self._failed = 0
         #: A flush has queued a mark here: batches are sifted for marks from now on.
         self._marked = False
+        #: The last write stopped at a reader that takes no more now (the rest is queued
+        #: for the writer thread): a caller does not try again.
+        self.blocked = False
         self._alive, self._wake = _writer_locks()
         _AFTER_FORK.add(self)
 
@@ -110,7 +127,11 @@ class Combiner(Generic[T]):
         queue, lock = self.queue, self.lock
         if not queue and lock.acquire(False):  # the common case: nobody else is writing
             try:
-                failed = self._emit([item])
+                batch = [item]
+                self.progress[1] = 0
+                failed = self._emit(batch)
+                if self.progress[1] and batch:  # the sink takes no more now: the writer
+                    queue.appendleft(batch[0])  # thread writes the rest
             finally:
                 lock.release()
             return failed + self.drain() if queue else failed  # queued meanwhile: ours
@@ -147,6 +168,8 @@ class Combiner(Generic[T]):
                     failed += self._write_queued()
                 finally:
                     lock.release()
+                if self.blocked:  # a reader that takes no more now: the writer waits on it
+                    break
         except BaseException:  # an interrupt: the rest is still written, by the writer
             if queue:
                 self._hand_off()
@@ -175,15 +198,7 @@ class Combiner(Generic[T]):
         self._marked = True
         queue.append(cast("T", mark))
         if not self._hand_off():  # no thread can start (interpreter shutdown): write here
-            if not lock.acquire(True, timeout):
-                return 0, False
-            try:
-                failed = 0
-                while queue:  # what a nested call queued meanwhile too: no writer can
-                    failed += self._write_queued()
-                return failed, True
-            finally:
-                lock.release()
+            return self._write_here(timeout)
         progress = self.progress
         seen = progress[0]
         done = mark.done.acquire(True, timeout)
@@ -199,6 +214,21 @@ class Combiner(Generic[T]):
             finally:
                 self._unlock()
         return failed, done
+
+    def _write_here(self, timeout: float) -> tuple[int, bool]:
+        """A flush's writes when no writer thread can start: all that is queued, what a
+        nested call queues meanwhile too; (failed, False) when the reader takes no more."""
+        if not self.lock.acquire(True, timeout):
+            return 0, False
+        try:
+            failed = 0
+            while self.queue:
+                failed += self._write_queued()
+                if self.blocked:
+                    return failed, False
+            return failed, True
+        finally:
+            self.lock.release()
 
     def _unlock(self) -> None:
         """Release the lock; a line queued meanwhile (its caller found the lock held and
@@ -223,6 +253,7 @@ class Combiner(Generic[T]):
             marks = [item for item in batch if type(item) is _Mark]
             if marks:
                 batch = [item for item in batch if type(item) is not _Mark]
+        self.progress[1] = 0
         try:
             if batch:
                 failed += self._emit(batch)
@@ -230,6 +261,10 @@ class Combiner(Generic[T]):
             queue.extendleft(reversed(batch + marks))
             self._failed += failed
             raise
+        self.blocked = bool(self.progress[1] and batch)
+        if self.blocked:  # what the sink did not take now (a begun line's rest first), in order;
+            queue.extendleft(reversed(batch + marks))  # the flushes' marks wait behind it
+            return failed
         for mark in marks:
             mark.done.release()
         self._stalled = False
@@ -268,6 +303,8 @@ class Combiner(Generic[T]):
                 self._failed += failed
             finally:
                 lock.release()
+            if self.blocked:  # not on this thread (it waits on the reader): never spin
+                return
 
     def _after_fork(self) -> None:
         # A thread of the parent may have held the lock: the child would wait forever.
@@ -294,6 +331,7 @@ def _write_behind(ref: weakref.ReferenceType[Combiner[Any]], wake: Any, alive: A
     combiner is gone, or has a new signal (in a forked child, where it does not run)."""
     if not alive.acquire(False):
         return  # another writer runs (two hand-offs raced to start one)
+    _THREAD.writer = True
     try:
         combiner = ref()
         if combiner is None:

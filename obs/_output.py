@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 import os
+import select
 import stat
 import sys
 import threading
@@ -38,7 +39,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from obs._combiner import HOLDER_ROUNDS, QUEUE_MAX, Combiner
+from obs._combiner import HOLDER_ROUNDS, QUEUE_MAX, Combiner, on_writer_thread
 from obs.rank import RankInfo
 from obs.render import PIPE_LINE_MAX, ConsoleRenderer
 from obs.settings import Settings
@@ -58,6 +59,65 @@ def _write_all(fd: int, data: bytes) -> None:
         view = memoryview(data)[written:]
         while view:
             view = view[os.write(fd, view) :]
+
+
+def _ready(fd: int) -> bool:
+    """Whether ``fd`` takes a write of up to ``PIPE_BUF`` bytes now, without waiting."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(0))
+
+
+def _write_ready(fd: int, data: bytes) -> int:
+    """Write what ``fd`` takes now and return how many bytes were written: a caller never
+    waits on a stalled reader (a pipe, terminal or socket nobody reads); the writer thread
+    writes the rest. A pipe or socket ``PIPE_BUF`` bytes at a time, each when ready (what
+    a ready pipe takes whole); a terminal through its own non-blocking handle."""
+    alias = _char_alias(fd)
+    if alias >= 0:
+        try:
+            return os.write(alias, data)
+        except BlockingIOError:
+            return 0
+    written = 0
+    while written < len(data) and _ready(fd):
+        written += os.write(fd, data[written : written + PIPE_LINE_MAX])
+    return written
+
+
+#: Character device (st_rdev) -> our own non-blocking handle on it: a terminal's room is
+#: unknown to poll (a write larger than it waits), and O_NONBLOCK on the application's
+#: descriptor would change it for the application too. One per device, kept open.
+_ALIASES: dict[int, int] = {}
+_ALIAS_FLAGS = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+_ALIAS_FLAGS |= getattr(os, "O_CLOEXEC", 0)
+
+
+def _char_alias(fd: int) -> int:
+    """Our non-blocking handle on the character device ``fd`` is now (looked up on each
+    write: the application may have redirected ``fd``), or -1 for anything else."""
+    st = os.fstat(fd)
+    if not stat.S_ISCHR(st.st_mode):
+        return -1
+    alias = _ALIASES.get(st.st_rdev)
+    if alias is None:
+        try:
+            alias = os.open(f"/proc/self/fd/{fd}", _ALIAS_FLAGS)
+        except OSError:
+            alias = -1  # no /proc: poll, as for a pipe
+        known = _ALIASES.setdefault(st.st_rdev, alias)
+        if known != alias and alias >= 0:
+            os.close(alias)  # another thread opened one meanwhile
+        alias = known
+    return alias
+
+
+def _out(fd: int, data: bytes, wait: bool) -> int:
+    """Write ``data`` to ``fd``: all of it when ``wait``, else what it takes now."""
+    if wait:
+        _write_all(fd, data)
+        return len(data)
+    return _write_ready(fd, data)
 
 
 def chunks(lines: list[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
@@ -83,7 +143,8 @@ class StreamSink:
         #: One combiner per stream name: every runtime writing to ``sys.stderr`` shares it,
         #: so a reconfiguration cannot interleave either.
         self._combiner = _stream_combiner(name)
-        self._seen: tuple[Any, int, bool] = (None, -1, False)  # (stream, fd, is a pipe)
+        #: (stream, fd, is a pipe or socket, can make a writer wait: not a regular file)
+        self._seen: tuple[Any, int, bool, bool] = (None, -1, False, False)
 
     def stream(self) -> Any:
         """The stream written to now."""
@@ -119,8 +180,13 @@ class StreamSink:
             if stream is not seen[0]:
                 seen = self._seen = (stream, *_describe(stream))
             if seen[1] >= 0:
-                stream.flush()  # what the app printed before comes first
-                _write_all(seen[1], data)
+                if seen[3] and not _ready(seen[1]):  # a reader that does not read now:
+                    combiner.queue.appendleft((stream, data))  # the writer thread waits
+                else:
+                    stream.flush()  # what the app printed before comes first
+                    written = _out(seen[1], data, not seen[3])
+                    if written < len(data):  # the rest, before any other line
+                        combiner.queue.appendleft((stream, data[written:]))
             else:  # a text stream without a descriptor (pytest's capture, StringIO)
                 stream.write(data.decode("utf-8", "replace"))
         except Exception:
@@ -148,41 +214,56 @@ class StreamSink:
         return failed, done
 
 
-def _describe(stream: Any) -> tuple[int, bool]:
-    """The stream's file descriptor (-1 for a text stream without one) and whether it is a
-    pipe or socket."""
+def _describe(stream: Any) -> tuple[int, bool, bool]:
+    """The stream's file descriptor (-1 for a text stream without one), whether it is a
+    pipe or socket, and whether a write to it can wait on a reader (see :func:`_stalls`)."""
     try:
         fd = stream.fileno() if hasattr(stream, "buffer") else -1
         if fd < 0:
-            return -1, False
-        mode = os.fstat(fd).st_mode
+            return -1, False, False
+        st = os.fstat(fd)
     except Exception:
-        return -1, False
-    return fd, stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        return -1, False, False
+    mode = st.st_mode
+    return fd, stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode), _stalls(st)
 
 
-def _write_chunks(fd: int, lines: list[bytes], limit: int, progress: list[int]) -> int:
+def _stalls(st: os.stat_result) -> bool:
+    """Whether a write can wait on a reader: a pipe, socket or terminal can, for ever when
+    nobody reads it; a regular file or one of the memory devices (/dev/null) cannot."""
+    if stat.S_ISREG(st.st_mode):
+        return False
+    return not (stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1)
+
+
+def _write_chunks(fd: int, lines: list[bytes], limit: int, progress: list[int], wait: bool) -> int:
     """Write ``lines`` in whole-line chunks of at most ``limit`` bytes, removing them from
     ``lines`` once written or counted (an interrupt leaves the rest there); the lines that
     failed. Few chunks: each ``write`` gives up the GIL, and while other threads run Python
-    the writer waits a switch interval (5 ms) to get it back."""
+    the writer waits a switch interval (5 ms) to get it back. Not ``wait``: what ``fd``
+    does not take now stays in ``lines`` (a line begun, as its rest) for the writer
+    thread, and ``progress[1]`` says so (see :attr:`Combiner.progress`)."""
     failed = done = 0  # progress counts writes: a patient flush waits on while it moves
     try:
-        if sum(map(len, lines)) <= limit:  # the usual batch: one write
+        batches = [(b"".join(lines), len(lines))] if sum(map(len, lines)) <= limit else None
+        for chunk, count in batches or list(chunks(lines, limit)):
             try:
-                _write_all(fd, b"".join(lines))
-            except Exception:
-                failed = len(lines)
-            done = len(lines)
-            progress[0] += 1
-            return failed
-        for chunk, count in list(chunks(lines, limit)):
-            try:
-                _write_all(fd, chunk)
+                written = _out(fd, chunk, wait)
             except Exception:
                 failed += count
-            done += count
-            progress[0] += 1
+                written = len(chunk)
+            if written:
+                progress[0] += 1
+            if written == len(chunk):
+                done += count
+                continue
+            while written >= len(lines[done]):  # whole lines written, then a part of one
+                written -= len(lines[done])
+                done += 1
+            if written:
+                lines[done] = lines[done][written:]
+            progress[1] = 1  # stopped at the reader: the rest is the writer thread's
+            return failed
         return failed
     finally:
         del lines[:done]
@@ -191,7 +272,7 @@ def _write_chunks(fd: int, lines: list[bytes], limit: int, progress: list[int]) 
 def _stream_emitter(progress: list[int]) -> Callable[[list[tuple[Any, bytes]]], int]:
     """Write a batch of ``(stream, line)`` to their streams, consecutive lines for the same
     stream together; the number of lines that failed."""
-    seen: list[Any] = [None, -1, False]  # only touched under the combiner's lock
+    seen: list[Any] = [None, -1, False, False]  # only touched under the combiner's lock
 
     def emit(items: list[tuple[Any, bytes]]) -> int:
         failed = 0
@@ -205,6 +286,10 @@ def _stream_emitter(progress: list[int]) -> Callable[[list[tuple[Any, bytes]]], 
                 failed += _to_stream(stream, lines, seen, progress)
             finally:  # written or counted: off the batch (an interrupt leaves the rest)
                 del items[: count - len(lines)]
+                if lines:  # the stream does not take more now: the rest waits, in order
+                    items[0] = (stream, lines[0])
+            if lines:
+                return failed
         return failed
 
     return emit
@@ -216,8 +301,12 @@ def _to_stream(stream: Any, lines: list[bytes], seen: list[Any], progress: list[
     try:
         if stream is not seen[0]:
             seen[:] = [stream, *_describe(stream)]
-        fd, pipe = seen[1], seen[2]
+        fd, pipe, stalls = seen[1], seen[2], seen[3]
+        wait = not stalls or on_writer_thread()
         if fd >= 0:
+            if not wait and not _ready(fd):
+                progress[1] = 1  # nothing taken now: all of it waits for the writer thread
+                return 0
             stream.flush()  # what the app printed before comes first
         else:  # a text stream without a descriptor (pytest's capture, StringIO)
             stream.write(b"".join(lines).decode("utf-8", "replace"))
@@ -227,7 +316,7 @@ def _to_stream(stream: Any, lines: list[bytes], seen: list[Any], progress: list[
         failed = len(lines)
         lines.clear()
         return failed
-    return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX, progress)
+    return _write_chunks(fd, lines, PIPE_LINE_MAX if pipe else CHUNK_MAX, progress, wait)
 
 
 _STREAMS: dict[str, Combiner[tuple[Any, bytes]]] = {}
@@ -239,7 +328,7 @@ def _stream_combiner(name: str) -> Combiner[tuple[Any, bytes]]:
     with _STREAMS_LOCK:
         combiner = _STREAMS.get(name)
         if combiner is None:
-            progress = [0]
+            progress = [0, 0]
             combiner = _STREAMS[name] = Combiner(_stream_emitter(progress), progress=progress)
         return combiner
 
@@ -257,6 +346,7 @@ class FileSink:
         "_id",
         "_next_check",
         "_progress",
+        "_stalls",
         "path",
     )
 
@@ -264,12 +354,13 @@ class FileSink:
         self.path = path
         self._fd = -1
         self._fifo = False
+        self._stalls = False  # a FIFO or terminal: callers do not wait on its reader
         self._id: tuple[int, int] = (0, 0)
         self._finalizer: Any = None
         self._next_check = 0.0
         self._force = False
         self._open()
-        self._progress = [0]  # this sink's writes (see Combiner.progress)
+        self._progress = [0, 0]  # this sink's writes (see Combiner.progress)
         self._combiner = Combiner(_weak_emitter(self), owner=self, progress=self._progress)
 
     def _open(self) -> None:
@@ -286,6 +377,7 @@ class FileSink:
             raise IsADirectoryError(f"{self.path} is not a regular file")
         old, self._fd = self._fd, fd
         self._fifo = stat.S_ISFIFO(st.st_mode)
+        self._stalls = _stalls(st)
         self._id = (st.st_dev, st.st_ino)
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -315,7 +407,8 @@ class FileSink:
             lines.clear()
             return failed
         limit = PIPE_LINE_MAX if self._fifo else CHUNK_MAX
-        return _write_chunks(self._fd, lines, limit, self._progress)
+        wait = not self._stalls or on_writer_thread()
+        return _write_chunks(self._fd, lines, limit, self._progress, wait)
 
     def write(self, data: bytes) -> int:
         """Append one line; the number of lines that failed (this one, and any this call

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -502,3 +508,127 @@ def test_exit_waits_for_a_second_sink_that_still_takes_lines(tmp_path: Path) -> 
     counts = {k: v.count(b'"event":"main"') for k, v in got.items()}
     # A daemon thread may finish one more line after the count was taken.
     assert counts["stderr"] == counts["file"] >= logged, (logged, counts)
+
+
+# -- 7. a reader that never reads: a log call returns, exit keeps its budget -----------
+
+_NOBODY_READS = textwrap.dedent(
+    """
+    import os, sys, time
+    import obs
+    obs.configure(format="json", stdlib_bridge=False, logs_exporter="none",
+                  stream=sys.argv[1], file=sys.argv[2] or None)
+    log = obs.get_logger("t")
+    t0 = time.monotonic()
+    for i in range(300):  # 300 KB: more than any pipe, socket or terminal buffer takes
+        log.warning("w", i=i, pad="x" * 1000)
+    os.write(int(sys.argv[3]), b"%.2f" % (time.monotonic() - t0))
+    """
+)
+
+
+def _stalled_reader(kind: str, tmp_path: Path) -> tuple[dict[str, Any], list[int], Any]:
+    """(Popen keywords, fds to close in the parent after the start, the reader end kept
+    open and never read): a pipe, a terminal, a socket as stderr; a FIFO as OBS_FILE."""
+    if kind == "pipe":
+        r, w = os.pipe()
+        return {"stderr": w}, [w], r
+    if kind == "pty":
+        master, slave = os.openpty()
+        return {"stderr": slave}, [slave], master
+    if kind == "socket":
+        a, b = socket.socketpair()
+        return {"stderr": b.fileno()}, [], (a, b)
+    fifo = tmp_path / "ship.fifo"
+    os.mkfifo(fifo)
+    return {"stderr": subprocess.DEVNULL}, [], os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+
+
+@pytest.mark.parametrize("kind", ["pipe", "pty", "socket", "fifo"])
+def test_a_log_call_returns_when_nobody_reads(tmp_path: Path, kind: str) -> None:
+    """A stuck log shipper (a pipe, a terminal, a socket as stderr, a FIFO as OBS_FILE,
+    nobody reading): each log call returns at once, the lines it could not write wait
+    for the sink's writer thread, and exit keeps OBS_SHUTDOWN_TIMEOUT. The call's own
+    blocking write hung for ever (found by an adversarial review on 1cce7d3)."""
+    script = tmp_path / "nobody.py"
+    script.write_text(_NOBODY_READS)
+    report_r, report_w = os.pipe()
+    popen, close, keep = _stalled_reader(kind, tmp_path)
+    stream, file = ("none", str(tmp_path / "ship.fifo")) if kind == "fifo" else ("stderr", "")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, str(script), stream, file, str(report_w)],
+        stdout=subprocess.DEVNULL,
+        env=_env(OBS_SHUTDOWN_TIMEOUT="1"),
+        cwd=str(tmp_path),
+        pass_fds=(report_w,),
+        **popen,
+    )
+    for fd in (*close, report_w):
+        os.close(fd)
+    try:
+        rc = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        rc = None
+    elapsed = time.monotonic() - t0
+    logged = os.read(report_r, 64)
+    os.close(report_r)
+    with contextlib.suppress(Exception):
+        if isinstance(keep, tuple):
+            for s in keep:
+                s.close()
+        else:
+            os.close(keep)
+    assert rc is not None, f"hung: {elapsed:.1f} s, logging took {logged!r}"
+    assert logged, f"the loop never ended: {elapsed:.1f} s"
+    assert float(logged) < 3.0, f"300 calls took {logged!r} s against a stalled reader"
+    assert elapsed < 10, f"exit took {elapsed:.1f} s with OBS_SHUTDOWN_TIMEOUT=1"
+
+
+_SLOW_READER = textwrap.dedent(
+    """
+    import sys, threading
+    import obs
+    obs.configure(format="json", stdlib_bridge=False, logs_exporter="none")
+    log = obs.get_logger("t")
+
+    def work(t):
+        for i in range(int(sys.argv[2])):
+            log.warning("w", t=t, i=i, pad="y" * int(sys.argv[1]))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    """
+)
+
+
+@settings(max_examples=8, deadline=None)
+@given(pad=st.sampled_from([10, 900, 3000, 6000]), lines=st.integers(50, 300))
+def test_lines_behind_a_reader_that_stalls_then_reads_arrive_whole(pad: int, lines: int) -> None:
+    """A reader that stops for a second, then reads everything: every line arrives once,
+    whole (a line begun before the stall is finished first), each thread's in order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "slow.py"
+        script.write_text(_SLOW_READER)
+        r, w = os.pipe()
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(pad), str(lines)],
+            stderr=w,
+            env=_env(OBS_SHUTDOWN_TIMEOUT="30"),
+            cwd=tmp,
+        )
+        os.close(w)
+        time.sleep(1.0)  # the pipe fills, the callers go on
+        with os.fdopen(r, "rb") as reader:
+            out = reader.read()
+        assert 0 == proc.wait(timeout=60)
+    records = [json.loads(line) for line in out.splitlines()]
+    got = [(rec["t"], rec["i"]) for rec in records if rec.get("event") == "w"]
+    assert sorted(got) == [(t, i) for t in range(3) for i in range(lines)]
+    for t in range(3):
+        assert list(range(lines)) == [i for tt, i in got if tt == t]
