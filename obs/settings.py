@@ -97,12 +97,24 @@ class Settings:
             value: Any = getattr(self, f.name)
             if f.name == "otlp_headers":
                 value = dict.fromkeys(value, REDACTED)
+            elif f.name == "resource_attributes":
+                value = self.shown_resource_attributes()
             elif isinstance(value, str):
                 value = scrub_text(value)
             shown.append(f"{f.name}={value!r}")
         return f"Settings({', '.join(shown)})"
 
     __str__ = __repr__
+
+    def shown_resource_attributes(self) -> dict[str, Any]:
+        """``resource_attributes`` as obs shows and exports them: a value under a
+        secret-looking key redacted, URL passwords and bearer tokens scrubbed from texts."""
+        from obs.encode import REDACTED, is_secret_key, scrub_text  # noqa: PLC0415
+
+        return {
+            key: REDACTED if is_secret_key(key) else scrub_text(v) if isinstance(v, str) else v
+            for key, v in self.resource_attributes.items()
+        }
 
     def source(self, field: str) -> str:
         """The variable or keyword ``field`` was read from (the field name by default)."""

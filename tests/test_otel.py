@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import obs.otel
 import obs.otel.sink
+from obs.encode import REDACTED
 from obs.errors import ConfigError
 from obs.otel import ExportSink, build_export_sink, build_exporter, in_export_thread
 from obs.rank import RankResolver
@@ -247,6 +248,30 @@ class TestMapping:
         )
         assert "gpu-node-0:rank3" == attrs["service.instance.id"]
         assert os.getpid() == attrs["process.pid"]
+
+    def test_secret_resource_attributes_are_redacted(
+        self, make_sink: Callable[..., tuple[ExportSink, Reports]]
+    ) -> None:
+        """OTEL_RESOURCE_ATTRIBUTES with a secret-looking key (or a URL password in a
+        value) is exported, spooled and shown redacted; the other attributes as given."""
+        exporter = InMemoryLogRecordExporter()
+        given = {
+            "db.password": "hunter2",
+            "hf_token": "hf_abc",
+            "repo": "https://bob:hunter3@example.com/x",
+            "deployment.environment": "prod",
+        }
+        sink, _ = make_sink(exporter, resource_attributes=given)
+        sink(None, "info", ev("x", logging.INFO))
+        assert sink.force_flush(2.0)
+        attrs = dict(exported(exporter)[0].resource.attributes)
+        shown = repr(Settings(resource_attributes=given))
+        assert (REDACTED, REDACTED, "prod") == (
+            attrs["db.password"],
+            attrs["hf_token"],
+            attrs["deployment.environment"],
+        )
+        assert [] == [s for s in ("hunter2", "hf_abc", "hunter3") if s in repr(attrs) + shown]
 
     def test_user_instance_id_is_kept(
         self, make_sink: Callable[..., tuple[ExportSink, Reports]]

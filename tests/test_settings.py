@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import obs
 from obs.errors import ConfigError
@@ -434,3 +436,26 @@ class TestEndpoints:
         assert {"authorization": "Bearer abc", "x-team": "infra"} == load_settings(
             {}, env=env
         ).otlp_headers
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prefix=st.sampled_from(["", "db.", "svc_", "X-", "my "]),
+    word=st.sampled_from(
+        ["password", "Passwd", "secret", "api_key", "apiKey", "token", "AUTH", "cookie",
+         "credentials", "private-key", "session_id", "otlp_headers"]
+    ),
+    value=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6, max_size=20).map(
+        "Zq".__add__
+    ),
+)  # fmt: skip
+def test_secret_resource_attributes_never_shown(prefix: str, word: str, value: str) -> None:
+    """OTEL_RESOURCE_ATTRIBUTES under any secret-looking key: the value is in neither
+    repr(Settings) nor the exported resource."""
+    from obs.otel import resource_attributes
+    from obs.rank import RankInfo
+
+    env = {"OTEL_RESOURCE_ATTRIBUTES": f"{prefix}{word}={value},team=infra"}
+    loaded = load_settings({}, env=env)
+    shown = repr(loaded) + repr(resource_attributes(loaded, RankInfo()))
+    assert (value not in shown, "infra" in shown) == (True, True)

@@ -272,7 +272,7 @@ def resource_attributes(settings: Settings, info: RankInfo) -> dict[str, Any]:
         "telemetry.sdk.language": "python",
         "telemetry.sdk.version": _sdk_version,
     }
-    attrs.update(settings.resource_attributes)
+    attrs.update(settings.shown_resource_attributes())
     attrs["service.name"] = settings.service_name
     attrs.setdefault("host.name", info.host)
     attrs.update(
