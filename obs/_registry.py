@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
 from obs._fields import CALL_KEYWORDS, CONTROL_SET
+from obs.encode import safe_repr
 from obs.severity import DEFAULT_POLICY
 
 #: A stage name (for type checkers; the values are the stage policy's, a test checks).
@@ -90,14 +91,29 @@ class Event:
         return tuple(f.name for f in dataclasses.fields(self))  # type: ignore[arg-type]
 
 
-def _display(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_display(v) for v in value) if value else "none"
-    if isinstance(value, float):
-        return f"{value:.1f}"
-    return str(value)
+#: A field value in a body: at most this many characters, items, levels of nesting.
+_SHOWN_CHARS, _SHOWN_ITEMS, _SHOWN_DEPTH = 1000, 20, 3
+
+
+def _display(value: object, depth: int = 0) -> str:  # noqa: PLR0911 - one return per kind
+    """A field value as the body shows it. Never raises and is bounded: a value whose
+    str() raises, a cyclic list or a 5,000-digit int costs the body that value's text,
+    never the event."""
+    try:
+        if value is None:
+            return "-"
+        if isinstance(value, (list, tuple)):
+            if not value:
+                return "none"
+            if depth >= _SHOWN_DEPTH:
+                return "..."
+            shown = [_display(v, depth + 1) for v in value[:_SHOWN_ITEMS]]
+            return ", ".join(shown) + (", ..." if len(value) > _SHOWN_ITEMS else "")
+        if isinstance(value, float):
+            return f"{value:.1f}"
+        return str(value)[:_SHOWN_CHARS]
+    except Exception:
+        return safe_repr(value, _SHOWN_CHARS)
 
 
 E = TypeVar("E", bound=type[Event])

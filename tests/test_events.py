@@ -10,6 +10,8 @@ import sys
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import comm.events as comm_events
 import obs
@@ -387,6 +389,73 @@ class TestEmit:
         assert [("obs_internal_error", "obs.events.emit", "RuntimeError")] == [
             (e["event"], e["where"], e["error_type"]) for e in captured
         ]
+
+
+class _NoStr:
+    """A value whose str() and repr() raise."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    __repr__ = __str__
+
+
+class _NoStrShown(_NoStr):
+    """str() raises; repr() works (Hypothesis shows the examples it draws)."""
+
+    def __repr__(self) -> str:
+        return "_NoStrShown()"
+
+
+def _cyclic() -> list[Any]:
+    cyc: list[Any] = ["mnnvl"]
+    cyc.append(cyc)
+    return cyc
+
+
+class TestEmitOddValues:
+    """A typed event with one odd value is still written: only that value is shown
+    differently (it lost the whole event, found by an adversarial review on b8ea922)."""
+
+    BASE: ClassVar[dict[str, Any]] = {
+        "chain": "fi_ar",
+        "backends_tried": ["mnnvl"],
+        "reasons": ["no_cuda"],
+        "last_error_type": None,
+        "last_error_message": None,
+        "hint": "h",
+    }
+
+    @pytest.mark.parametrize(
+        "odd",
+        [
+            {"hint": _NoStr()},
+            {"reasons": _cyclic()},
+            {"last_error_message": 10**5000},
+            {"last_error_type": _NoStr()},
+            {"backends_tried": [_NoStr(), 1.5, None]},
+        ],
+    )
+    def test_terminal_failure_is_written(
+        self, odd: dict[str, Any], captured: list[dict[str, Any]]
+    ) -> None:
+        emit(comm_events.WorkspaceTerminalFailure(**{**self.BASE, **odd}))
+        assert [("workspace_terminal_failure", "ERROR", True)] == [
+            (e["event"], e["severity_text"], isinstance(e["body"], str)) for e in captured
+        ]
+
+    @settings(max_examples=100, deadline=None)
+    @given(value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+        | st.just(_NoStrShown()),
+        lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
+        max_leaves=8,
+    ))  # fmt: skip
+    def test_any_field_value_keeps_the_event(self, value: object) -> None:
+        """Whatever a field holds, body() returns bounded text and never raises."""
+        event = comm_events.WorkspaceTerminalFailure(**{**self.BASE, "hint": value})
+        body = event.body()
+        assert (str, True) == (type(body), len(body) < 20_000)
 
 
 class TestImports:
