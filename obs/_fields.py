@@ -94,6 +94,7 @@ PRIVATE_KEYS: tuple[str, ...] = (
     "_obs_logger",
     "_obs_depth",
     "_obs_flat",
+    "_obs_exported",
 )
 
 CONTROL_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = ["write_unprocessed"]
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,21 +29,18 @@ if TYPE_CHECKING:
 _KEEP = frozenset({"event", "body", "logger", "stage"})
 
 
-def write_unprocessed(
+def write_unprocessed(  # noqa: PLR0917 - the runtime's parts, positional
     event_dict: EventDict,
     exc: Exception,
     resolver: RankResolver,
     output: Output,
     console: Callable[[EventDict], bytes],
+    sink: Callable[[Any, str, EventDict], Any] | None = None,
 ) -> tuple[str, bool]:
-    """Write ``event_dict`` without the chain: (where the chain failed, whether the line
-    could be written)."""
-    where = "chain"
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is not None:
-        where = f"{tb.tb_frame.f_globals.get('__name__', '?')}.{tb.tb_frame.f_code.co_name}"
+    """Write ``event_dict`` without the chain, and hand it to the export ``sink`` (the
+    JSON-lines and OTLP routes carry the same records): (where the chain failed, whether
+    the line could be written)."""
+    where = _where(exc)
     level = event_dict.get("_obs_level", logging.INFO)
     if type(level) is not int:
         level = logging.INFO
@@ -70,4 +68,17 @@ def write_unprocessed(
         output.write(line if output.json else console(safe), line)
     except Exception:
         return where, False
+    if sink is not None and not event_dict.get("_obs_exported"):  # never raises: an
+        with contextlib.suppress(Exception):  # export sink counts its own failures
+            sink(None, "error", {**safe, "_obs_level": level, "_obs_time_ns": time.time_ns()})
     return where, True
+
+
+def _where(exc: Exception) -> str:
+    """The module and function the chain failed in (its innermost frame)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "chain"
+    return f"{tb.tb_frame.f_globals.get('__name__', '?')}.{tb.tb_frame.f_code.co_name}"

@@ -149,6 +149,7 @@ class ExportSink:
             if "exc_info" in copy:  # a user's own chain without obs' Redactor
                 exception_fields(copy)
             worker.submit(cls, (time.time_ns(), otel_context.get_current(), copy))
+            event_dict["_obs_exported"] = True  # a chain failing after this: not again
         except Exception as exc:
             worker.note("otel_enqueue", exc)
         return event_dict

@@ -29,6 +29,7 @@ import comm.events as comm_events
 import obs
 import obs.otel
 import obs.otel.transport
+import obs.render
 from obs._config import STATE
 from obs._receiver import OTLPReceiver, make_self_signed_cert
 from obs.otel import ExportSink
@@ -606,3 +607,53 @@ class TestRecursion:
         shown = {r.get("logger") for r in console(console_out)}
         assert "thirdparty.net" in shown
         assert any(str(name).startswith("opentelemetry") for name in shown)
+
+
+class TestChainFailure:
+    """A record the chain fails on is written by the last resort, on both routes: it
+    reached the JSON line only, never OTLP (found by an adversarial review on b8ea922)."""
+
+    @pytest.mark.parametrize(
+        "odd",
+        [
+            {"once_key": 10**5000},  # the dedup key's text: str() of a 5,000-digit int
+            {"_obs_time_ns": "x"},  # a private key the chain trusts
+        ],
+        ids=["huge_once_key", "bad_private_time"],
+    )
+    def test_terminal_failure_reaches_the_collector(
+        self,
+        receiver: OTLPReceiver,
+        console_out: pytest.CaptureFixture[str],
+        tmp_path: Path,
+        odd: dict[str, Any],
+    ) -> None:
+        configure(receiver.http_endpoint, "http/protobuf", tmp_path)
+        obs.get_logger("tests.lastresort").error("workspace_terminal_failure", **odd)
+        assert obs.flush(timeout=5.0)
+        lines = [r["event"] for r in console(console_out)]
+        exported = receiver.by_event("workspace_terminal_failure")
+        assert ("workspace_terminal_failure" in lines, 1) == (True, len(exported))
+        assert "ERROR" == exported[0]["severity_text"]
+
+    def test_a_failure_after_export_is_not_exported_twice(
+        self,
+        receiver: OTLPReceiver,
+        console_out: pytest.CaptureFixture[str],
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The renderer failing (after the export step) leaves one exported record."""
+        real = obs.render.JSONRenderer.__call__
+
+        def render(self: Any, logger: Any, method: str, event_dict: Any) -> Any:
+            if event_dict.get("event") == "render_fails":
+                raise RuntimeError("renderer broke")
+            return real(self, logger, method, event_dict)
+
+        monkeypatch.setattr(obs.render.JSONRenderer, "__call__", render)
+        configure(receiver.http_endpoint, "http/protobuf", tmp_path)
+        obs.get_logger("tests.lastresort").bind(k=1).error("render_fails", nested={"a": 1})
+        assert obs.flush(timeout=5.0)
+        assert ["render_fails"] == [r["event"] for r in console(console_out)][:1]
+        assert 1 == len(receiver.by_event("render_fails"))
