@@ -108,6 +108,19 @@ _SOURCES: tuple[
 )
 
 
+def local_from_env(env: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """A launcher's local rank and local size where it gives no global rank (vLLM's
+    workers set ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` alone); torch.distributed gives
+    the rest. (None, None) when no launcher says."""
+    for _, _, lr, _, lws, _ in _SOURCES:
+        local_rank, local_world = _int(env, *lr), _int(env, *lws)
+        if local_rank is not None or local_world:
+            if local_world and local_world > 0 and local_rank is not None:
+                local_rank = local_rank if 0 <= local_rank < local_world else None
+            return local_rank, local_world if local_world and local_world > 0 else None
+    return None, None
+
+
 def rank_from_env(env: Mapping[str, str], host: str = "") -> RankInfo | None:
     """Rank info from launcher variables (torchrun, SLURM, Open MPI), or None."""
     for source, r, lr, ws, lws, nr in _SOURCES:
@@ -228,8 +241,12 @@ class RankResolver:
                 from_env.node_rank,
             )
         else:
-            local_world = min(from_env.local_world_size, world) if from_env else world
+            given_rank, given_world = (None, None) if from_env else local_from_env(env)
+            size = from_env.local_world_size if from_env else given_world or world
+            local_world = min(size, world)
             local_rank = rank % local_world
+            if given_rank is not None and given_rank < local_world:
+                local_rank = given_rank
             node = rank // local_world
         return RankInfo(rank, local_rank, world, local_world, node, host, "torch.distributed")
 

@@ -8,6 +8,8 @@ import types
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from obs.rank import RankInfo, RankResolver, add_rank_info, rank_from_env
 
@@ -265,6 +267,51 @@ class TestTorchDistributed:
         finally:
             dist.destroy_process_group()
         assert RankInfo(0, 0, 1, 1, 0, "h", "torch.distributed") == info
+
+
+    @pytest.mark.parametrize(
+        "env",
+        [
+            {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"},  # vLLM's XPU worker: no RANK
+            {"SLURM_LOCALID": "0", "SLURM_NTASKS_PER_NODE": "2"},
+            {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+        ],
+    )
+    def test_env_local_fields_without_a_global_rank(self, env: dict[str, str]) -> None:
+        """A launcher's local rank and local size are used with torch's rank when the env
+        has no global rank: rank 2 of 4, two per node, is local rank 0 of node 1 (it was
+        local rank 2 of node 0, and scope="local" kept it quiet)."""
+        info = _with_fake_group(env, rank=2, world=4)
+        assert RankInfo(2, 0, 4, 2, 1, "h", "torch.distributed") == info
+
+    @settings(max_examples=30, deadline=None)
+    @given(data=st.data(), per_node=st.integers(1, 8), nodes=st.integers(1, 4))
+    def test_local_rank_and_node_follow_the_launchers_local_size(
+        self, data: st.DataObject, per_node: int, nodes: int
+    ) -> None:
+        """Any rank of any block-mapped layout, the env giving only the local fields."""
+        world = per_node * nodes
+        rank = data.draw(st.integers(0, world - 1))
+        env = {"LOCAL_RANK": str(rank % per_node), "LOCAL_WORLD_SIZE": str(per_node)}
+        info = _with_fake_group(env, rank=rank, world=world)
+        assert (rank % per_node, per_node, rank // per_node) == (
+            info.local_rank,
+            info.local_world_size,
+            info.node_rank,
+        )
+
+
+def _with_fake_group(env: dict[str, str], *, rank: int, world: int) -> RankInfo:
+    """The resolver's info inside torch's own fake process group (rank of world)."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    resolver = RankResolver(env=env, host="h")
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    try:
+        return resolver.current()
+    finally:
+        dist.destroy_process_group()
 
 
 class TestAddRankInfo:
