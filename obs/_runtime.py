@@ -452,6 +452,8 @@ class Runtime:
             if level < self.level:  # the stage lowered it below what is logged
                 return
             ed["_obs_level"] = level
+        elif level < self.level and "level" in self.settings.sources:
+            return  # OBS_LEVEL decides, whatever level a library gave its own logger
         if not export:
             ed["_obs_no_export"] = True
         self.process(METHOD_BY_LEVEL.get(level, "info"), ed)

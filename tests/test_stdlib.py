@@ -169,6 +169,47 @@ class TestBridge:
         ]
 
 
+class TestObsLevel:
+    """OBS_LEVEL is the lowest level logged, for bridged records too: a library's own
+    logger level (vLLM sets ``vllm`` to INFO) does not lower it. It did (found by an
+    adversarial review on 81cd8e4: vLLM INFO written and exported under OBS_LEVEL=WARNING)."""
+
+    @pytest.mark.parametrize("own", [logging.DEBUG, logging.INFO, logging.NOTSET])
+    def test_records_below_obs_level_are_dropped(self, own: int, configure_json: Configure) -> None:
+        read = configure_json(level="WARNING")
+        logger = logging.getLogger("vllm.levelled")
+        logger.setLevel(own)
+        try:
+            for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR):
+                logger.log(level, "at %s", logging.getLevelName(level))
+        finally:
+            logger.setLevel(logging.NOTSET)
+        assert ["at WARNING", "at ERROR"] == [r["body"] for r in read()]
+
+    def test_a_stage_still_raises_a_bridged_record(self, configure_json: Configure) -> None:
+        """The stage decides the level before the level filter, for bridged records too."""
+        read = configure_json(level="WARNING")
+        logger = logging.getLogger("vllm.staged")
+        logger.setLevel(logging.INFO)  # the record is made (stdlib's own gate)
+        try:
+            logger.info("gave up", extra={"stage": "terminal_failure"})
+            logger.info("not staged")
+        finally:
+            logger.setLevel(logging.NOTSET)
+        assert [("gave up", "ERROR")] == [(r["body"], r["severity_text"]) for r in read()]
+
+    def test_without_obs_level_a_library_level_is_honoured(self, configure_json: Configure) -> None:
+        """OBS_LEVEL unset: a logger the application set to DEBUG logs DEBUG, as stdlib."""
+        read = configure_json()
+        logger = logging.getLogger("mylib.debugged")
+        logger.setLevel(logging.DEBUG)
+        try:
+            logger.debug("fine grained")
+        finally:
+            logger.setLevel(logging.NOTSET)
+        assert ["fine grained"] == [r["body"] for r in read()]
+
+
 class TestReentrancy:
     def test_record_logged_inside_the_chain_does_not_loop(self, configure_json: Configure) -> None:
         """A processor that logs to stdlib while handling a record: the nested record is
