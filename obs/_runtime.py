@@ -41,7 +41,7 @@ from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import NOT_CACHED, OVERFLOW, Dedup, Deduper, OnceCache, make_key
-from obs.encode import MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
+from obs.encode import FLAT, MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
 from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
 from obs.render import (
@@ -215,7 +215,7 @@ class Runtime:
                 )
         ed["_obs_level"] = level
         ed["_obs_depth"] = depth
-        ed["_obs_flat"] = flat
+        ed["_obs_flat"] = FLAT if flat else None  # obs' own mark: the Redactor trusts only it
         return ed
 
     def log(  # noqa: PLR0917 - the hot path passes positionally

@@ -14,6 +14,7 @@ with the same rule, so a secret two levels down in a list of dicts is redacted t
 from __future__ import annotations
 
 __all__ = [
+    "FLAT",
     "MAX_DEPTH",
     "MAX_ITEMS",
     "MAX_KEY",
@@ -206,6 +207,22 @@ def _redact_pair(match: re.Match[str]) -> str:
 
 
 PLAIN_TYPES = frozenset(_SCALARS)
+
+
+class _FlatMark:
+    """The type of :data:`FLAT`: one instance, never equal to anything a caller can pass."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<obs flat mark>"
+
+
+#: The value of ``_obs_flat`` with which obs' own entry says "only plain scalars here, skip
+#: the walk". The :class:`Redactor` honours this object only (``is``), never a caller's
+#: ``_obs_flat=True`` (a keyword, a bound value or a contextvar): that cannot switch
+#: nested redaction off.
+FLAT: Any = _FlatMark()
 
 
 def plain_values(fields: Mapping[str, Any]) -> bool:
@@ -585,9 +602,9 @@ class Redactor:
     ``exception.*``.
 
     Key decisions are cached per key name, so the common case is one C-level subset test.
-    An event whose entry marked it ``_obs_flat`` (only str/int/float/bool/None values) skips
-    the walk; any other value is replaced by its bounded, redacted, JSON-safe copy, so the
-    export and the renderer downstream see the same safe data.
+    An event whose entry marked it ``_obs_flat`` with :data:`FLAT` (only str/int/float/bool/
+    None values) skips the walk; any other value is replaced by its bounded, redacted,
+    JSON-safe copy, so the export and the renderer downstream see the same safe data.
     """
 
     __slots__ = ("_extra", "_safe")
@@ -624,7 +641,7 @@ class Redactor:
                     event_dict[name] = REDACTED
                 elif len(self._safe) < 4096:
                     self._safe.add(name)
-        if not event_dict.get("_obs_flat"):
+        if event_dict.get("_obs_flat") is not FLAT:
             for key, value in event_dict.items():
                 cls = type(value)
                 if (

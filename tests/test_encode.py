@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import obs
 from obs.encode import (
+    FLAT,
     MAX_DEPTH,
     MAX_ITEMS,
     MAX_STR,
@@ -395,6 +398,14 @@ class TestRedactor:
         """exc_info is popped and replaced by exception.type/message/stacktrace."""
         out = Redactor()(None, "error", {"exc_info": ValueError("v")})
         assert ["exception.message", "exception.stacktrace", "exception.type"] == sorted(out)
+
+    @given(mark=st.one_of(st.booleans(), st.integers(), st.text(), st.builds(object)))
+    def test_only_obs_own_flat_mark_skips_the_walk(self, mark: object) -> None:
+        """Whatever a caller puts under ``_obs_flat``, nested values are still walked and
+        redacted; only obs' own :data:`FLAT` object says "plain scalars, skip the walk"."""
+        out = Redactor()(None, "info", {"creds": {"password": "p"}, "_obs_flat": mark})
+        assert {"password": REDACTED} == out["creds"]
+        assert {"n": 1, "_obs_flat": FLAT} == Redactor()(None, "info", {"n": 1, "_obs_flat": FLAT})
 
     def test_exc_info_false(self) -> None:
         """exc_info=False adds nothing."""

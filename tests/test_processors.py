@@ -69,3 +69,26 @@ class TestUserChain:
             structlog.reset_defaults()
         assert "[error" in out.getvalue()
         assert "_obs" not in out.getvalue()
+
+
+class TestFlatMark:
+    @pytest.mark.parametrize("how", ["keyword", "contextvar"])
+    def test_a_caller_cannot_switch_off_nested_redaction(
+        self, user_chain: tuple[Any, io.StringIO], how: str
+    ) -> None:
+        """``_obs_flat=True`` from the caller (a keyword or a bound contextvar) is not obs'
+        own mark: a nested secret is still redacted."""
+        log, out = user_chain
+        try:
+            if how == "keyword":
+                log.info("kw", creds={"password": "hunter2SECRET"}, _obs_flat=True)
+            else:
+                structlog.contextvars.bind_contextvars(_obs_flat=True)
+                log.info("cv", creds={"password": "hunter2SECRET"})
+        finally:
+            structlog.contextvars.clear_contextvars()
+        record = json.loads(out.getvalue())
+        assert ({"password": "[REDACTED]"}, "hunter2SECRET" in out.getvalue()) == (
+            record["creds"],
+            False,
+        )
