@@ -19,9 +19,12 @@ __all__ = [
     "PRIVATE_PREFIX",
     "Field",
     "new_event_dict",
+    "plain_names",
     "user_fields",
+    "user_name",
 ]
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from obs.levels import CLASS_NAMES
@@ -123,11 +126,31 @@ def new_event_dict(event: object, body: object, logger: object) -> dict[str, Any
     }
 
 
+def user_name(key: str, allowed: frozenset[str] = frozenset()) -> str:
+    """The name a caller's field ``key`` is kept under: ``user.<key>`` when ``key`` is a
+    control-field name (but ``allowed``) or one of obs' private ``_obs_*`` names, so a
+    caller's value never overwrites a field the chain owns nor acts as obs' bookkeeping
+    (``_obs_no_export=True`` keeps nothing from the export); else ``key``."""
+    if (key in CONTROL_SET and key not in allowed) or key[:5] == PRIVATE_PREFIX:
+        return f"user.{key}"
+    return key
+
+
+def plain_names(fields: Mapping[Any, Any], owned: frozenset[str] = CONTROL_SET) -> bool:
+    """True when no key of ``fields`` is in ``owned``, none is a private ``_obs_*`` name and
+    each is a plain ``str``: :func:`user_fields` would return ``fields`` as it is."""
+    if not owned.isdisjoint(fields):
+        return False
+    for key in fields:  # noqa: SIM110 - a loop: cheaper than all() on a generator (hot path)
+        if type(key) is not str or key[:5] == PRIVATE_PREFIX:
+            return False
+    return True
+
+
 def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """``fields`` with each control-field name (but ``allowed``) renamed ``user.<name>``:
-    a caller's value never overwrites a field the chain owns."""
-    if CONTROL_SET.isdisjoint(fields):
+    """``fields`` with each control-field name (but ``allowed``) and each private ``_obs_*``
+    name renamed ``user.<name>`` (:func:`user_name`): a caller's value never overwrites a
+    field the chain owns, nor is it acted on as obs' own."""
+    if plain_names(fields):
         return fields
-    return {
-        f"user.{k}" if k in CONTROL_SET and k not in allowed else k: v for k, v in fields.items()
-    }
+    return {user_name(k, allowed) if type(k) is str else k: v for k, v in fields.items()}

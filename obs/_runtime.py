@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from obs import errors
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
-from obs._fields import CONTROL_SET, new_event_dict
+from obs._fields import CONTROL_SET, new_event_dict, plain_names
 from obs._format import format_body, plain_text
 from obs._fused import FusedLine
 from obs._last_resort import write_unprocessed
@@ -207,7 +207,7 @@ class Runtime:
         if logger._context:
             ed.update(logger._fields)
         if kw:
-            ed.update(kw if _CALL_CONTROL.isdisjoint(kw) else user_fields(kw, CALL_KEYWORDS))
+            ed.update(kw if plain_names(kw, _CALL_CONTROL) else user_fields(kw, CALL_KEYWORDS))
             if flat:  # plain_values(kw), inlined: two C-level passes
                 values = kw.values()
                 flat = PLAIN_TYPES.issuperset(map(type, values)) and (

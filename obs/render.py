@@ -62,7 +62,7 @@ class TimeStamper:
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         ns = event_dict.get("_obs_time_ns")
-        if ns is None:
+        if type(ns) is not int:  # obs' own entries set an int or nothing
             ns = time.time_ns()
             event_dict["_obs_time_ns"] = ns
         event_dict["timestamp"] = self.stamp(ns)

@@ -16,6 +16,7 @@ from obs._fields import (
     FIELDS,
     INT_FIELDS,
     NOT_KEYED,
+    PRIVATE_KEYS,
     PRIVATE_PREFIX,
     new_event_dict,
 )
@@ -96,3 +97,33 @@ class TestOnRealLines:
         if name in {"stage", "body"}:  # the call's own keywords
             return
         assert value == line[f"user.{name}"]
+
+    @given(
+        name=st.one_of(
+            st.sampled_from(PRIVATE_KEYS), st.from_regex(r"_obs_[a-z_]{0,12}", fullmatch=True)
+        ),
+        value=st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)),
+        bound=st.booleans(),
+    )
+    @settings(max_examples=60, deadline=None)
+    def test_a_caller_never_sets_a_private_key(self, name: str, value: object, bound: bool) -> None:
+        """A keyword or bound value named like obs' private ``_obs_*`` keys is kept as
+        user.<name>; the record's level, time and identity are the chain's own."""
+        obs.configure(stream="none")
+        try:
+            with obs.testing.capture_events() as events:
+                log = obs.get_logger("fields")
+                if bound:
+                    log.bind(**{name: value}).warning("guarded_event")
+                else:
+                    log.warning("guarded_event", **{name: value})
+        finally:
+            obs.testing.reset()
+        (line,) = [e for e in events if e["event"] == "guarded_event"]
+        assert (value, "WARNING", "guarded_event", str) == (
+            line[f"user.{name}"],
+            line["severity_text"],
+            line["body"],
+            type(line["timestamp"]),
+        )
+        assert [] == [k for k in line if k.startswith(PRIVATE_PREFIX)]

@@ -56,6 +56,7 @@ field_names = st.one_of(
     st.from_regex(r"[a-z][a-z0-9_.]{0,15}", fullmatch=True),
     st.text(min_size=1, max_size=12),
     st.sampled_from(["token", "password", "rank", "event", "body", "scope", "stage", "user.x"]),
+    st.from_regex(r"_obs_[a-z_]{0,10}", fullmatch=True),  # a caller's: user._obs_* either way
 )
 calls = st.tuples(
     st.sampled_from(["debug", "info", "warning", "error", "critical"]),

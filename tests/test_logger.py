@@ -11,6 +11,7 @@ import structlog
 
 import obs
 from obs._config import STATE
+from obs._fields import PRIVATE_KEYS
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 
@@ -278,3 +279,47 @@ class TestReconfigure:
         log.error("late_shown")
         err = capsys.readouterr().err
         assert (True, False, True) == ("early" in err, "late_hidden" in err, "late_shown" in err)
+
+
+class TestPrivateNames:
+    """A caller's field named like one of obs' private ``_obs_*`` keys is a user field."""
+
+    @pytest.mark.parametrize("entry", ["kwarg", "bound", "contextvar"])
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [("_obs_no_export", True), ("_obs_time_ns", "x"), ("_obs_level", "x"), ("_obs_foo", 1)],
+    )
+    def test_kept_as_user_field_and_never_acted_on(
+        self,
+        *,
+        entry: str,
+        name: str,
+        value: object,
+        configure_json: Configure,
+        fake_sink: Any,
+        clean_contextvars: None,
+    ) -> None:
+        """``_obs_no_export=True`` (a keyword, bind() or a contextvar) neither keeps a
+        terminal failure from the export sink nor changes its time or level: it is written
+        as ``user._obs_no_export``, on both routes."""
+        read = configure_json(sdk_disabled=False)
+        log = obs.get_logger("t")
+        if entry == "kwarg":
+            log.error("workspace_terminal_failure", **{name: value})
+        elif entry == "bound":
+            log.bind(**{name: value}).error("workspace_terminal_failure")
+        else:
+            structlog.contextvars.bind_contextvars(**{name: value})
+            log.error("workspace_terminal_failure")
+        (record,) = read()
+        (exported,) = [e for e in fake_sink.received if e["event"] == "workspace_terminal_failure"]
+        assert (value, "ERROR", True, value) == (
+            record[f"user.{name}"],
+            record["severity_text"],
+            record["timestamp"].endswith("Z"),
+            exported[f"user.{name}"],
+        )
+        assert [] == [k for k in record if k.startswith("_obs_")]
+        assert [] == [k for k in exported if k.startswith("_obs_") and k not in PRIVATE_KEYS]
+        assert (type(exported["_obs_time_ns"]), exported["_obs_level"]) == (int, logging.ERROR)
+        assert not exported.get("_obs_no_export")

@@ -92,3 +92,20 @@ class TestFlatMark:
             record["creds"],
             False,
         )
+
+
+class TestPrivateNames:
+    def test_a_callers_obs_keys_are_user_fields(self, user_chain: tuple[Any, io.StringIO]) -> None:
+        """``_obs_time_ns="x"`` / ``_obs_level="x"`` from the caller neither crash the
+        chain nor set the time or level: they are written as ``user._obs_*``."""
+        log, out = user_chain
+        log.error("workspace_terminal_failure", _obs_time_ns="x", _obs_level="x", _obs_rank=1)
+        record = json.loads(out.getvalue())
+        assert ("x", "x", 1, "ERROR", "error") == (
+            record["user._obs_time_ns"],
+            record["user._obs_level"],
+            record["user._obs_rank"],
+            record["severity_text"],
+            record["level"],
+        )
+        assert record["timestamp"].endswith("Z")
