@@ -127,13 +127,15 @@ def new_event_dict(event: object, body: object, logger: object) -> dict[str, Any
 
 
 def user_name(key: str, allowed: frozenset[str] = frozenset()) -> str:
-    """The name a caller's field ``key`` is kept under: ``user.<key>`` when ``key`` is a
-    control-field name (but ``allowed``) or one of obs' private ``_obs_*`` names, so a
-    caller's value never overwrites a field the chain owns nor acts as obs' bookkeeping
-    (``_obs_no_export=True`` keeps nothing from the export); else ``key``."""
-    if (key in CONTROL_SET and key not in allowed) or key[:5] == PRIVATE_PREFIX:
-        return f"user.{key}"
-    return key
+    """The name a caller's field ``key`` is kept under: its exact text (a ``str`` subclass's
+    own ``__str__``, ``__hash__`` and ``__eq__`` are never asked), as ``user.<text>`` when
+    that is a control-field name (but ``allowed``) or one of obs' private ``_obs_*`` names,
+    so a caller's value never overwrites a field the chain owns nor acts as obs'
+    bookkeeping (``_obs_no_export=True`` keeps nothing from the export)."""
+    text = key if type(key) is str else str.__str__(key)
+    if (text in CONTROL_SET and text not in allowed) or text[:5] == PRIVATE_PREFIX:
+        return f"user.{text}"
+    return text
 
 
 def plain_names(fields: Mapping[Any, Any], owned: frozenset[str] = CONTROL_SET) -> bool:
@@ -148,9 +150,29 @@ def plain_names(fields: Mapping[Any, Any], owned: frozenset[str] = CONTROL_SET) 
 
 
 def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """``fields`` with each control-field name (but ``allowed``) and each private ``_obs_*``
-    name renamed ``user.<name>`` (:func:`user_name`): a caller's value never overwrites a
-    field the chain owns, nor is it acted on as obs' own."""
+    """``fields`` with each key named as :func:`user_name` says: control-field names but
+    ``allowed`` and private ``_obs_*`` names as ``user.<name>``. A ``str`` subclass key is
+    its exact text, never ``allowed`` and placed after the plain keys, so it never takes
+    the name of one. Two keys that come out the same are both kept (the later one gets
+    another ``user.``): no value is lost. A key that is not a str is left to the redactor.
+    """
     if plain_names(fields):
         return fields
-    return {user_name(k, allowed) if type(k) is str else k: v for k, v in fields.items()}
+    out: dict[str, Any] = {}
+    odd: list[tuple[str, Any]] = []
+    for key, value in fields.items():
+        if type(key) is str:
+            _put(out, user_name(key, allowed), value)
+        elif isinstance(key, str):
+            odd.append((key, value))
+        else:
+            out[key] = value
+    for key, value in odd:
+        _put(out, user_name(key), value)
+    return out
+
+
+def _put(out: dict[str, Any], name: str, value: Any) -> None:
+    while name in out:
+        name = f"user.{name}"
+    out[name] = value

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 #: Keywords the chain treats specially (renames, drops or acts on): a call with one takes
 #: the chain.
 _NOT_PLAIN = CONTROL_SET | NOT_PLAIN | frozenset(PRIVATE_KEYS)
+#: The one type of keyword name the fused path takes: a str subclass (its own hash and
+#: equality could pass the set checks as another name) is renamed by the chain.
+_STR_ONLY = frozenset({str})
 _line = JSONRenderer.line_bytes
 
 
@@ -68,7 +71,11 @@ class FusedLine:
             return False  # the chain was changed (tests inject processors): it decides
         nonfinite = False
         if kw:
-            if not (_NOT_PLAIN.isdisjoint(kw) and self._redactor._safe.issuperset(kw)):
+            if not (
+                _NOT_PLAIN.isdisjoint(kw)
+                and self._redactor._safe.issuperset(kw)  # never a caller's _obs_*: renamed
+                and _STR_ONLY.issuperset(map(type, kw))
+            ):
                 return False
             for value in kw.values():  # one pass: a third of the cost of set/map/max/all
                 cls = type(value)

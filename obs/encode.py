@@ -47,6 +47,8 @@ from operator import length_hint
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from obs._fields import user_name
+
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
 
@@ -597,6 +599,17 @@ def format_exception(value: object) -> dict[str, str] | None:
         }
 
 
+def _free_name(event_dict: EventDict, key: object) -> str:
+    """The plain, bounded name a key that is not a plain short str is written under: its
+    text (a str subclass's exact value), as ``user.<text>`` when that is a control or
+    private name or a key already there, so it never overwrites a field."""
+    text = str.__str__(key) if isinstance(key, str) else key
+    name = user_name(_safe_str(text, MAX_KEY))
+    while name in event_dict:
+        name = f"user.{name}"
+    return name
+
+
 class Redactor:
     """Processor: redact secret-looking fields, make values safe, turn ``exc_info`` into
     ``exception.*``.
@@ -635,8 +648,9 @@ class Redactor:
             for key in event_dict.keys() - self._safe:
                 name = key
                 if type(key) is not str or len(key) > MAX_KEY:  # a field name is bounded too
-                    name = _safe_str(key, MAX_KEY)
-                    event_dict[name] = event_dict.pop(key)
+                    value = event_dict.pop(key)  # not taken by itself (a str subclass)
+                    name = _free_name(event_dict, key)
+                    event_dict[name] = value
                 if self.is_secret(key if type(key) is str else name):  # a long name's end too
                     event_dict[name] = REDACTED
                 elif len(self._safe) < 4096:

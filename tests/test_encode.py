@@ -16,6 +16,7 @@ from obs.encode import (
     FLAT,
     MAX_DEPTH,
     MAX_ITEMS,
+    MAX_KEY,
     MAX_STR,
     REDACTED,
     Redactor,
@@ -325,6 +326,27 @@ class TestFormatException:
         assert "x" == fields["exception.message"]  # type: ignore[index]
 
 
+class _OddKey(str):
+    """A str subclass key with its own hash and equality (equal to nothing but itself)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return 12345
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class _Shouting(str):
+    """A str subclass whose __str__ says something else."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "SHOUT"
+
+
 class TestRedactor:
     @pytest.mark.parametrize(
         "key",
@@ -406,6 +428,42 @@ class TestRedactor:
         out = Redactor()(None, "info", {"creds": {"password": "p"}, "_obs_flat": mark})
         assert {"password": REDACTED} == out["creds"]
         assert {"n": 1, "_obs_flat": FLAT} == Redactor()(None, "info", {"n": 1, "_obs_flat": FLAT})
+
+    @given(
+        keys=st.lists(
+            st.one_of(
+                st.text(max_size=8),
+                st.integers(-3, 3),
+                st.sampled_from(["event", "timestamp", "_obs_no_export", "user.event", "1"]),
+                st.sampled_from(["event", "severity_text", "_obs_level", "x"]).map(_OddKey),
+                st.integers(MAX_KEY - 1, MAX_KEY + 2).map(lambda n: "k" * n),
+            ),
+            max_size=8,
+        )
+    )
+    def test_a_renamed_key_never_overwrites(self, keys: list[object]) -> None:
+        """A key that is not a plain short str (an int, a str subclass with its own hash and
+        equality, an over-long name) is written under its bounded text, as user.<text> when
+        that is a control or private name or already taken: the event's own fields keep
+        their values and no field is lost."""
+        event_dict: dict[Any, Any] = {"event": "e", "timestamp": "t", "_obs_level": 40}
+        for i, key in enumerate(keys):
+            event_dict.setdefault(key, f"v{i}")
+        count = len(event_dict)
+        out = Redactor()(None, "error", event_dict)
+        assert ("e", "t", 40, count) == (
+            out["event"],
+            out["timestamp"],
+            out["_obs_level"],
+            len(out),
+        )
+        assert all(type(k) is str and len(k) <= MAX_KEY + 100 for k in out)  # bounded
+
+    def test_a_str_subclass_key_is_its_exact_text(self) -> None:
+        """The key's own __str__ is not asked: its str value names the field (as
+        user.<value> when that is a control name)."""
+        out = Redactor()(None, "info", {_Shouting("note"): "x", _Shouting("event"): "y"})
+        assert {"note": "x", "user.event": "y"} == out
 
     def test_exc_info_false(self) -> None:
         """exc_info=False adds nothing."""

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from obs._fields import (
     PRIVATE_KEYS,
     PRIVATE_PREFIX,
     new_event_dict,
+    user_fields,
 )
 from obs.levels import CLASS_NAMES
 from obs.severity import DEFAULT_POLICY
@@ -127,3 +129,73 @@ class TestOnRealLines:
             type(line["timestamp"]),
         )
         assert [] == [k for k in line if k.startswith(PRIVATE_PREFIX)]
+
+
+class _OddKey(str):
+    """A str subclass key with its own hash and equality (equal to nothing but itself)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return 12345
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class TestStrSubclassKeys:
+    @pytest.mark.parametrize(
+        "name", ["event", "severity_text", "timestamp", "logger", "_obs_no_export", "_obs_level"]
+    )
+    @pytest.mark.parametrize("bound", [False, True])
+    def test_never_overwrites_nor_acts(
+        self, name: str, bound: bool, configure_json: Read, fake_sink: Any
+    ) -> None:
+        """A keyword whose name is a str subclass with its own __hash__/__eq__ is kept as
+        user.<its text> when that text is a control or private name: event, level and time
+        stay the chain's, and the record is still exported."""
+        read = configure_json(sdk_disabled=False)
+        log = obs.get_logger("fields")
+        fields = {_OddKey(name): f"user_{name}"}
+        if bound:
+            log.bind(**fields).error("workspace_terminal_failure")
+        else:
+            log.error("workspace_terminal_failure", **fields)
+        (line,) = read()
+        (exported,) = [e for e in fake_sink.received if e.get("logger") == "fields"]
+        assert ("workspace_terminal_failure", "ERROR", "fields", f"user_{name}") == (
+            line["event"],
+            line["severity_text"],
+            line["logger"],
+            line[f"user.{name}"],
+        )
+        assert line["timestamp"].endswith("Z")
+        assert ("workspace_terminal_failure", f"user_{name}", False) == (
+            exported["event"],
+            exported[f"user.{name}"],
+            bool(exported.get("_obs_no_export")),
+        )
+
+    @given(
+        keys=st.lists(
+            st.one_of(
+                st.sampled_from([*CONTROL_FIELDS, *PRIVATE_KEYS, "user.event", "x"]),
+                st.sampled_from([*CONTROL_FIELDS, *PRIVATE_KEYS, "x"]).map(_OddKey),
+                st.text(max_size=6),
+            ),
+            max_size=8,
+        ),
+        allowed=st.sets(st.sampled_from(CONTROL_FIELDS), max_size=3).map(frozenset),
+    )
+    def test_user_fields_keeps_every_value_under_a_free_name(
+        self, keys: list[str], allowed: frozenset[str]
+    ) -> None:
+        """Every key comes out a plain str; only a plain key of an ``allowed`` name keeps a
+        control name, no private name survives, and no value is lost."""
+        fields = {key: i for i, key in enumerate(keys)}
+        out = user_fields(fields, allowed)
+        assert sorted(fields.values()) == sorted(out.values())
+        assert all(type(k) is str for k in out)
+        assert [] == [k for k in out if k.startswith(PRIVATE_PREFIX)]
+        owned = {k for k in out if k in CONTROL_FIELDS}
+        assert owned <= {k for k in fields if type(k) is str and k in allowed}

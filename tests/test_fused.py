@@ -33,6 +33,18 @@ class _Color(str, enum.Enum):
     RED = "red"
 
 
+class _OddKey(str):
+    """A str subclass name with its own hash and equality (equal to nothing but itself)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return 12345
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
 class _Level(enum.IntEnum):
     HIGH = 3
 
@@ -57,6 +69,9 @@ field_names = st.one_of(
     st.text(min_size=1, max_size=12),
     st.sampled_from(["token", "password", "rank", "event", "body", "scope", "stage", "user.x"]),
     st.from_regex(r"_obs_[a-z_]{0,10}", fullmatch=True),  # a caller's: user._obs_* either way
+    # str subclass names (their exact text names the field, never over a control field)
+    st.sampled_from(["event", "timestamp", "_obs_no_export", "token", "x"]).map(_OddKey),
+    st.just(_Color.RED),
 )
 calls = st.tuples(
     st.sampled_from(["debug", "info", "warning", "error", "critical"]),

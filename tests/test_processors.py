@@ -109,3 +109,31 @@ class TestPrivateNames:
             record["level"],
         )
         assert record["timestamp"].endswith("Z")
+
+
+class _OddKey(str):
+    """A str subclass key with its own hash and equality (equal to nothing but itself)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return 12345
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class TestStrSubclassKeys:
+    @pytest.mark.parametrize("name", ["event", "severity_text", "timestamp", "_obs_flat"])
+    def test_kept_as_user_fields(self, user_chain: tuple[Any, io.StringIO], name: str) -> None:
+        """In a user's own chain a str-subclass key named like a control or private field is
+        written as user.<name>; the event, level and time are obs' own."""
+        log, out = user_chain
+        log.error("workspace_terminal_failure", **{_OddKey(name): {"password": "p"}})
+        record = json.loads(out.getvalue())
+        assert ("workspace_terminal_failure", "ERROR", {"password": "[REDACTED]"}) == (
+            record["event"],
+            record["severity_text"],
+            record[f"user.{name}"],
+        )
+        assert record["timestamp"].endswith("Z")
