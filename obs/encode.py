@@ -25,6 +25,7 @@ __all__ = [
     "SECRET_PAIRS",
     "SECRET_WORDS",
     "Redactor",
+    "body_text",
     "format_exception",
     "is_secret_key",
     "key_words",
@@ -599,6 +600,17 @@ def format_exception(value: object) -> dict[str, str] | None:
         }
 
 
+def body_text(body: object, event: object) -> str:
+    """The ``body`` field as the one text both routes carry (the JSON line and the OTLP
+    record body): a str as its exact, bounded text, None as the event name, anything else
+    as its bounded safe repr (of the redacted copy, in the chain)."""
+    if body is None:
+        return event if type(event) is str else safe_repr(event, 1024)
+    if isinstance(body, str):
+        return _plain_str(body, MAX_STR)
+    return safe_repr(body)
+
+
 def _free_name(event_dict: EventDict, key: object) -> str:
     """The plain, bounded name a key that is not a plain short str is written under: its
     text (a str subclass's exact value), as ``user.<text>`` when that is a control or
@@ -612,7 +624,7 @@ def _free_name(event_dict: EventDict, key: object) -> str:
 
 class Redactor:
     """Processor: redact secret-looking fields, make values safe, turn ``exc_info`` into
-    ``exception.*``.
+    ``exception.*``, make a ``body`` that is not a str text (:func:`body_text`).
 
     Key decisions are cached per key name, so the common case is one C-level subset test.
     An event whose entry marked it ``_obs_flat`` with :data:`FLAT` (only str/int/float/bool/
@@ -664,4 +676,7 @@ class Redactor:
                     or (cls is float and value - value != 0.0)
                 ) and key[:5] != "_obs_":
                     event_dict[key] = to_jsonable(value)
+        body = event_dict.get("body", "")
+        if type(body) is not str:  # before the export and the renderer: one text for both
+            event_dict["body"] = body_text(body, event_dict.get("event"))
         return event_dict

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import obs
+import obs.testing
+from obs._config import STATE
 from obs.encode import (
     FLAT,
     MAX_DEPTH,
@@ -26,6 +29,7 @@ from obs.encode import (
     to_jsonable,
     to_otel_value,
 )
+from obs.otel.records import RecordBuilder
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 
@@ -546,3 +550,69 @@ class TestValuesInTheChain:
         read = configure_json()
         obs.get_logger("t").info("cfg", cfg=Config("c", 3))
         assert {"name": "c", "size": 3} == read()[0]["cfg"]
+
+
+class TestBodyIsText:
+    @pytest.mark.parametrize(
+        ("entry", "body", "expected"),
+        [
+            ("kwarg", ["mnnvl", "trtllm"], "['mnnvl', 'trtllm']"),
+            ("kwarg", None, "workspace_terminal_failure"),
+            ("kwarg", 3, "3"),
+            ("kwarg", {"password": "p", "n": 1}, "{'n': 1, 'password': [REDACTED]}"),
+            ("stdlib_extra", {"k": 1}, "{'k': 1}"),
+            ("stdlib_extra", None, "workspace_terminal_failure"),
+        ],
+    )
+    def test_json_line_and_export_carry_the_same_text(
+        self, entry: str, body: object, expected: str, configure_json: Configure, fake_sink: Any
+    ) -> None:
+        """A body that is not a str is written as one bounded text (a None body as the
+        event name), the same in the JSON line and in what the export sink is handed."""
+        read = configure_json(sdk_disabled=False)
+        if entry == "kwarg":
+            obs.get_logger("t").error("workspace_terminal_failure", body=body)
+        else:
+            logging.getLogger("t").error("workspace_terminal_failure", extra={"body": body})
+        (record,) = read()
+        (exported,) = [e for e in fake_sink.received if e.get("logger") == "t"]
+        assert (expected, expected) == (record["body"], exported["body"])
+
+    @given(
+        body=st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.floats(),
+            st.text(max_size=20),
+            st.integers(MAX_STR - 1, MAX_STR + 1).map(lambda n: "b" * n),
+            st.lists(st.text(max_size=5), max_size=4),
+            st.dictionaries(st.sampled_from(["k", "token", "n"]), st.integers(), max_size=3),
+            st.sampled_from([BrokenRepr(), NonStrRepr(), b"raw", _Shouting("loud")]),
+        )
+    )
+    @settings(
+        max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    def test_any_body_is_the_same_text_on_both_routes(self, body: object, fake_sink: Any) -> None:
+        """Whatever the body, the written line, the export sink's fields and the OTel record
+        built from them carry one bounded str."""
+        obs.configure(stream="none")
+        try:
+            with obs.testing.capture_events() as events:
+                obs.get_logger("t").error("workspace_terminal_failure", body=body)
+            runtime = STATE.runtime
+            assert runtime is not None
+            builder = RecordBuilder(runtime.settings, runtime.resolver)
+        finally:
+            obs.testing.reset()
+        (line,) = [e for e in events if e["event"] == "workspace_terminal_failure"]
+        exported = [e for e in fake_sink.received if e["event"] == line["event"]][-1]
+        record = builder.build((0, None, exported), 3).log_record
+        assert (str, line["body"], line["body"]) == (
+            type(line["body"]),
+            exported["body"],
+            record.body,
+        )
+        assert len(line["body"]) <= MAX_STR + 64
+        assert "token" not in line["body"] or "[REDACTED]" in line["body"]

@@ -21,7 +21,7 @@ from opentelemetry.sdk.version import __version__ as _sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from obs._fields import OTEL_RECORD_FIELDS
-from obs.encode import format_exception, safe_repr, to_otel_value
+from obs.encode import body_text, format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
@@ -153,8 +153,8 @@ class RecordBuilder:
         event = ed.get("event")
         event = event if type(event) is str else safe_repr(event, 1024)
         body = ed.get("body")
-        if type(body) is not str:
-            body = event if body is None else safe_repr(body)
+        if type(body) is not str:  # the Redactor made it text already, in obs' chain
+            body = body_text(body, event)
         number = ed.get("severity_number")
         severity = _SEVERITIES.get(number) if type(number) is int else None
         text = ed.get("severity_text")
