@@ -268,7 +268,6 @@ class TestTorchDistributed:
             dist.destroy_process_group()
         assert RankInfo(0, 0, 1, 1, 0, "h", "torch.distributed") == info
 
-
     @pytest.mark.parametrize(
         "env",
         [
