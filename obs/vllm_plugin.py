@@ -9,10 +9,16 @@ nothing. Enabled, in each process it:
   handler is :class:`obs.stdlib.Handler`) unless the user set one or turned vLLM's logging
   configuration off, so every later ``configure_logging(LoggingConfig())`` of vLLM, here and
   in the processes it starts (they inherit the environment and the config), installs obs
-  rather than its text handler. That is vLLM's documented hook: nothing of vLLM is patched;
+  rather than its text handler (vLLM's documented hook);
 - configures obs from the environment if nothing did, which also takes over a console
   handler vLLM already put on ``vllm`` in this process (a worker's, configured before the
-  plugin loaded).
+  plugin loaded);
+- wraps vLLM's logging set-up (``vllm.logger._configure_vllm_root_logger``, which every
+  ``configure_logging`` calls) so that right after each run that applied vLLM's own text
+  config (no config file: a ``LoggingConfig`` built before the plugin loaded, as
+  ``vllm serve`` builds it) obs takes the console handler over again. A forked child
+  inherits the wrapper: there vLLM never runs the plugin again (its plugins count as
+  loaded), but applies the config it was handed.
 
 Records of ``vllm.*`` then go through obs exactly once: the obs handler marks what it wrote
 and the root bridge skips it. The plugin never raises into vLLM.
@@ -22,11 +28,13 @@ and the root bridge skips it. The plugin never raises into vLLM.
 
 from __future__ import annotations
 
-__all__ = ["CONFIG_PATH", "ENABLE_VAR", "enabled", "register"]
+__all__ = ["CONFIG_PATH", "ENABLE_VAR", "enabled", "register", "wrap_vllm_configure"]
 
+import functools
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from obs.errors import ConfigError
 from obs.settings import read_variable
@@ -67,6 +75,54 @@ def route_vllm_logging() -> bool:
     return True
 
 
+#: The attribute that marks vLLM's logging set-up as wrapped by obs (wrapped once).
+_WRAPPED = "_obs_wrapped"
+#: vLLM's function that every ``configure_logging`` (and the config-less path) calls; it
+#: is looked up as a module global at call time, so callers that imported
+#: ``configure_logging`` by name go through the wrapper too.
+_VLLM_SETUP = "_configure_vllm_root_logger"
+
+
+def _readopt(config: Any) -> None:
+    """After vLLM applied ``config``: adopt ``vllm``'s console handler unless the config
+    named a file of the user's (authoritative); never raises."""
+    try:
+        if config is None:
+            path = os.environ.get("VLLM_LOGGING_CONFIG_PATH")
+        else:
+            path = getattr(config, "pylogging_config_file", None)
+        if path and path != CONFIG_PATH:
+            return
+        from obs.stdlib import adopt_loggers  # noqa: PLC0415 - obs is configured by now
+
+        adopt_loggers(["vllm"])
+    except Exception as exc:
+        _report(exc)
+
+
+def wrap_vllm_configure(module: Any = None) -> bool:
+    """Wrap ``module._configure_vllm_root_logger`` (default: ``vllm.logger``, when loaded)
+    so obs re-adopts vLLM's console handler after each run; idempotent. False when there
+    is nothing to wrap (vLLM not loaded, or a vLLM without that function)."""
+    if module is None:
+        module = sys.modules.get("vllm.logger")
+    original = getattr(module, _VLLM_SETUP, None)
+    if not callable(original):
+        return False
+    if getattr(original, _WRAPPED, False):
+        return True
+
+    @functools.wraps(original)
+    def configure(config: Any = None, *args: Any, **kwargs: Any) -> Any:
+        result = original(config, *args, **kwargs)  # vLLM's errors are vLLM's: raised
+        _readopt(config)
+        return result
+
+    setattr(configure, _WRAPPED, True)
+    setattr(module, _VLLM_SETUP, configure)
+    return True
+
+
 def register() -> None:
     """The ``vllm.general_plugins`` entry point (vLLM may call it more than once)."""
     try:
@@ -84,6 +140,7 @@ def register() -> None:
             STATE.configure_from_env()  # adopts vLLM's console handler if one is there
         else:
             adopt_loggers(["vllm"])
+        wrap_vllm_configure()
     except Exception as exc:
         _report(exc)
 

@@ -8,8 +8,11 @@ import importlib.metadata
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -24,6 +27,10 @@ def clean_vllm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPat
     """No VLLM_ logging variables set; whatever the plugin sets is undone afterwards."""
     for name in ("VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING"):
         monkeypatch.delenv(name, raising=False)
+    vllm_logger = sys.modules.get("vllm.logger")  # loaded by another test: unwrap after
+    if vllm_logger is not None:
+        setup = vllm_logger._configure_vllm_root_logger  # type: ignore[attr-defined]
+        monkeypatch.setattr(vllm_logger, "_configure_vllm_root_logger", setup)
     yield monkeypatch
     obs.testing.reset()
 
@@ -111,6 +118,83 @@ class TestRegister:
             obs.testing.reset()
             logger.removeHandler(console)
             logger.propagate = True
+
+
+class TestWrapVllmConfigure:
+    @staticmethod
+    def fake_vllm_logger(calls: list[Any]) -> SimpleNamespace:
+        """A stand-in for ``vllm.logger`` whose set-up does what vLLM's default config does:
+        a console handler on ``vllm``, no propagation."""
+
+        def setup(config: Any = None) -> None:
+            calls.append(config)
+            if getattr(config, "pylogging_config_file", None) == "bad":
+                raise RuntimeError("vLLM's own error")
+            logger = logging.getLogger("vllm")
+            logger.addHandler(logging.StreamHandler())
+            logger.propagate = False
+
+        return SimpleNamespace(_configure_vllm_root_logger=setup)
+
+    def test_readopts_after_each_run_and_wraps_once(
+        self, clean_vllm_env: pytest.MonkeyPatch
+    ) -> None:
+        """Each run of vLLM's set-up with no config file (a config built before the plugin
+        loaded) is followed by adoption: vllm records come out once, through obs; wrapping
+        twice keeps one wrapper."""
+        calls: list[Any] = []
+        module = self.fake_vllm_logger(calls)
+        logger = logging.getLogger("vllm")
+        clean_vllm_env.setenv("OBS_VLLM", "1")
+        vllm_plugin.register()
+        try:
+            assert (True, True) == (
+                vllm_plugin.wrap_vllm_configure(module),
+                vllm_plugin.wrap_vllm_configure(module),
+            )
+            config = SimpleNamespace(pylogging_config_file=None)
+            module._configure_vllm_root_logger(config)
+            module._configure_vllm_root_logger(config)
+            with obs.testing.capture_events() as events:
+                logging.getLogger("vllm.worker").warning("after vllm configured")
+            assert ([config, config], [], True, ["after vllm configured"]) == (
+                calls,
+                [h for h in logger.handlers if type(h) is logging.StreamHandler],
+                logger.propagate,
+                [e["body"] for e in events],
+            )
+        finally:
+            for h in list(logger.handlers):
+                logger.removeHandler(h)
+            logger.propagate = True
+
+    def test_users_config_file_and_vllms_errors_are_left_be(
+        self, clean_vllm_env: pytest.MonkeyPatch
+    ) -> None:
+        """A config naming the user's own file is authoritative (no adoption); an error of
+        vLLM's set-up reaches its caller unchanged."""
+        module = self.fake_vllm_logger([])
+        logger = logging.getLogger("vllm")
+        clean_vllm_env.setenv("OBS_VLLM", "1")
+        vllm_plugin.register()
+        try:
+            vllm_plugin.wrap_vllm_configure(module)
+            module._configure_vllm_root_logger(SimpleNamespace(pylogging_config_file="/mine"))
+            kept = [h for h in logger.handlers if type(h) is logging.StreamHandler]
+            with pytest.raises(RuntimeError, match="vLLM's own error"):
+                module._configure_vllm_root_logger(SimpleNamespace(pylogging_config_file="bad"))
+            assert (1, False) == (len(kept), logger.propagate)
+        finally:
+            for h in list(logger.handlers):
+                logger.removeHandler(h)
+            logger.propagate = True
+
+    def test_nothing_to_wrap(self) -> None:
+        """No vLLM set-up function: nothing is wrapped."""
+        assert (False, False) == (
+            vllm_plugin.wrap_vllm_configure(SimpleNamespace()),
+            vllm_plugin.wrap_vllm_configure(SimpleNamespace(_configure_vllm_root_logger=1)),
+        )
 
 
 def test_packaged_config_is_the_example() -> None:

@@ -7,11 +7,17 @@ Workers are started with the ``fork`` and ``spawn`` contexts and do what
 handed, then load the general plugins. Every process logs the same records through vLLM's
 own ``init_logger``; the test reads stdout, stderr and the OTLP receiver.
 
+With ``cli`` among the arguments the main process follows ``vllm serve`` instead
+(``vllm/entrypoints/cli/main.py``): ``configure_logging_from_args`` builds and applies the
+``LoggingConfig`` before the plugins load, so the config handed to the workers names no
+config file; each worker then also logs a ``vllm_early`` record between applying it and
+loading the plugins.
+
 With ``OBS_VLLM_FI_AR=1`` the main process also calls vLLM's FlashInfer allreduce getters
 on a one-rank gloo group and prints ``FI_AR {json}``: which module the getters vLLM's
 fusion modules import come from, and whether each returned None.
 
-Usage: python _vllm_worker.py [fork] [spawn]  (exit code: the worst of the processes')
+Usage: python _vllm_worker.py [cli] [fork] [spawn]  (exit code: the worst of the processes')
 """
 
 from __future__ import annotations
@@ -35,12 +41,14 @@ def log_all(where: str) -> None:
     obs.flush(timeout=10.0)
 
 
-def worker_main(logging_config: Any, where: str) -> None:
+def worker_main(logging_config: Any, where: str, early: bool = False) -> None:
     """As vLLM's worker start-up: the handed config first, then the plugins."""
-    from vllm.logger import configure_logging
+    from vllm.logger import configure_logging, init_logger
 
     if logging_config is not None:
         configure_logging(logging_config)
+    if early:  # as platform.log_warnings() and the engine core's set-up do
+        init_logger("vllm.obs_test").warning("vllm_early %s", where)
     from vllm.plugins import load_general_plugins
 
     load_general_plugins()
@@ -90,17 +98,27 @@ def main(methods: list[str]) -> int:
     """The main process, then one worker per start method in ``methods``."""
     from vllm.plugins import load_general_plugins
 
-    load_general_plugins()
-    from vllm.config.logging import LoggingConfig
-    from vllm.logger import configure_logging_if_needed
+    cli = "cli" in methods
+    methods = [m for m in methods if m != "cli"]
+    if cli:  # vllm serve: the config is built and applied before the plugins load
+        import argparse
 
-    config = LoggingConfig()
-    configure_logging_if_needed(config)
+        from vllm.logger import configure_logging_from_args
+
+        config = configure_logging_from_args(argparse.Namespace())
+        load_general_plugins()
+    else:  # an engine built in code: plugins (EngineArgs), then LoggingConfig()
+        load_general_plugins()
+        from vllm.config.logging import LoggingConfig
+        from vllm.logger import configure_logging_if_needed
+
+        config = LoggingConfig()
+        configure_logging_if_needed(config)
     log_all("main")
     codes = []
     for method in methods:
         proc = multiprocessing.get_context(method).Process(
-            target=worker_main, args=(config, method)
+            target=worker_main, args=(config, method, cli)
         )
         proc.start()
         proc.join(120)

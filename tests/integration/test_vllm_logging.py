@@ -1,10 +1,12 @@
 """The real vLLM 0.33 package: every ``vllm.*`` record through obs exactly once.
 
-Three settings, each a real vLLM main process (plugins loaded, then vLLM's own
+Four settings, each a real vLLM main process (plugins loaded, then vLLM's own
 ``configure_logging(LoggingConfig())``) with a fork and a spawn worker started as vLLM's
 worker start-up does (``_vllm_worker.py``): obs' plugin with vLLM's default logging, the
-plugin with ``VLLM_CONFIGURE_LOGGING=0``, and ``VLLM_LOGGING_CONFIG_PATH`` naming
-``examples/vllm-logging.json`` without the plugin. The three run at once (importing vLLM
+plugin with ``VLLM_CONFIGURE_LOGGING=0``, ``VLLM_LOGGING_CONFIG_PATH`` naming
+``examples/vllm-logging.json`` without the plugin, and the plugin in ``vllm serve``'s order
+(the ``LoggingConfig`` built and applied before the plugins load, so the workers are handed
+one that names no config file). The four run at once (importing vLLM
 costs seconds of CPU per process); each is told apart at the receiver by a resource
 attribute. Needs vLLM (``make`` installs it); ``OBS_REQUIRE_VLLM=1`` (set by ``make``)
 turns a missing vLLM into a failure rather than a skip.
@@ -38,6 +40,7 @@ SCENARIOS = {
     "plugin": {"OBS_VLLM": "1", "OBS_VLLM_FI_AR": "1"},
     "plugin_no_vllm_config": {"OBS_VLLM": "1", "VLLM_CONFIGURE_LOGGING": "0"},
     "config_path": {"VLLM_LOGGING_CONFIG_PATH": str(EXAMPLE)},
+    "plugin_cli_order": {"OBS_VLLM": "1"},
 }
 #: Workers per scenario. A spawned worker costs ~10 s of CPU (it imports vLLM again); the
 #: plugin's spawn worker already applies the config path the plugin set (the handed
@@ -46,7 +49,10 @@ METHODS = {
     "plugin": PROCESSES[1:],
     "plugin_no_vllm_config": PROCESSES[1:],
     "config_path": ("fork",),
+    "plugin_cli_order": PROCESSES[1:],
 }
+#: Launcher arguments before the start methods: the vllm serve order (config, then plugins).
+ORDER = {"plugin_cli_order": ("cli",)}
 #: The launcher's log_all: info, warning, then info_once twice.
 LINE_INFO = next(
     i for i, text in enumerate(LAUNCHER.read_text().splitlines(), 1) if "# LINE_INFO" in text
@@ -85,7 +91,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, R
                 "PYTHONPATH": str(HERE.parents[1]),
             }
             procs[name] = subprocess.Popen(
-                [sys.executable, str(LAUNCHER), *METHODS[name]],
+                [sys.executable, str(LAUNCHER), *ORDER.get(name, ()), *METHODS[name]],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -133,7 +139,9 @@ def test_each_record_reaches_the_receiver_once(
     mine = [
         r
         for r in receiver.records
-        if r["resource"].get("scenario") == scenario and r["body"].startswith("vllm_")
+        if r["resource"].get("scenario") == scenario
+        and r["body"].startswith("vllm_")
+        and not r["body"].startswith("vllm_early")  # plugin_cli_order's: its own test
     ]
     expected = sorted(
         f"{kind} {where}"
@@ -163,3 +171,31 @@ def test_fi_ar_getters_are_comms_and_report_no_cuda(
     assert [("fi_ar", ["no_cuda", "no_cuda"]), ("fi_ar_quant", ["no_cuda", "no_cuda"])] == sorted(
         (r["attributes"]["chain"], list(r["attributes"]["reasons"])) for r in terminal
     )
+
+
+@pytest.mark.parametrize("where", METHODS["plugin_cli_order"])
+def test_cli_order_worker_routes_from_vllms_configure_logging_on(
+    runs: tuple[dict[str, Run], OTLPReceiver], where: str
+) -> None:
+    """vllm serve's order: a worker applies a config built before the plugins loaded (vLLM's
+    text handler on ``vllm``), then loads them. A forked worker (which inherits the loaded
+    plugin and never runs it again) writes every vllm record as one obs JSON line from its
+    ``configure_logging`` on, and exports it once; a spawned one from its plugins' load on.
+    Nothing in vLLM's text format."""
+    run, receiver = runs[0]["plugin_cli_order"], runs[1]
+    assert 0 == run.code, run.err[-3000:]
+    kinds = ("vllm_early", "vllm_info") if where == "fork" else ("vllm_info",)
+    lines = {kind: run.lines_with(f"{kind} {where}") for kind in kinds}
+    assert {kind: [True] for kind in kinds} == {
+        kind: [ln.startswith("{") and json.loads(ln)["body"] == f"{kind} {where}" for ln in got]
+        for kind, got in lines.items()
+    }
+    text = [ln for ln in run.lines_with(f" {where}") if not ln.startswith("{")]
+    assert [] == [ln for ln in text if where == "fork" or "vllm_early" not in ln]
+    exported = [
+        r["body"]
+        for r in receiver.records
+        if r["resource"].get("scenario") == "plugin_cli_order"
+        and r["body"] == f"{kinds[0]} {where}"
+    ]
+    assert [f"{kinds[0]} {where}"] == exported
