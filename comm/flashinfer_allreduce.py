@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -76,6 +77,7 @@ from obs.errors import ConfigError
 from obs.events import emit
 from obs.fallback import ChainEvents, FallbackResult, FallbackRunner, Stage
 from obs.rank import RankResolver
+from obs.stdlib import adopt_loggers
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -253,6 +255,14 @@ class WorkspaceFactory(Protocol):
         ...
 
 
+def _adopt_flashinfer_loggers() -> None:
+    """After the lazy flashinfer import: obs takes over the console handlers flashinfer set
+    up while importing (``flashinfer.artifacts``'s, the JIT logger's), so each of their
+    records comes out once, through obs. Never raises."""
+    with contextlib.suppress(Exception):
+        adopt_loggers()
+
+
 class FlashInferWorkspaceFactory:
     """The real factory: ``flashinfer.comm.create_allreduce_fusion_workspace``.
 
@@ -278,6 +288,8 @@ class FlashInferWorkspaceFactory:
         """Create the workspace with flashinfer (raises whatever flashinfer raises)."""
         import flashinfer.comm as fi_comm  # noqa: PLC0415 - lazy: flashinfer is optional
         from flashinfer.comm.mnnvl import TorchDistBackend  # type: ignore[attr-defined]  # noqa: PLC0415
+
+        _adopt_flashinfer_loggers()
 
         comm_backend = TorchDistBackend(group=group)
         state = random.getstate()

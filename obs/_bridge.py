@@ -15,6 +15,7 @@ __all__ = [
     "BridgeHolder",
     "ObsHandler",
     "adopt_consoles",
+    "detached_loggers",
     "install_bridge",
     "log_record",
     "record_dict",
@@ -28,8 +29,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard
 
 from obs._fields import new_event_dict, user_fields
 from obs._format import format_body, plain_text, safe_text
@@ -69,6 +70,8 @@ class ObsHandler(logging.Handler):
         self.previous_root_level: int | None = None
         #: Loggers whose console output obs took over, with what to give back.
         self.adopted: dict[str, Adopted] = {}
+        #: The same for loggers outside logging's tree, by ``id`` (the entry keeps it alive).
+        self.detached: dict[int, Adopted] = {}
         self.adopt_lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -107,10 +110,13 @@ def _in_export_thread() -> bool:
 
 
 class Adopted(NamedTuple):
-    """What adoption changed on one logger: the console handlers taken off, the old flag."""
+    """What adoption changed on one logger: the console handlers taken off, the old flag;
+    for a logger outside logging's tree, the logger itself and the parent it had."""
 
     handlers: tuple[logging.Handler, ...]
     propagate: bool
+    logger: logging.Logger | None = None
+    parent: logging.Logger | None = None
 
 
 def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
@@ -171,7 +177,9 @@ def install_bridge(
 def adopt_consoles(handler: ObsHandler, names: Iterable[str]) -> list[str]:
     """Take over the console output of the logger trees ``names`` for ``handler``: every
     existing logger ``name`` or ``name.*`` with a plain console ``StreamHandler`` propagates
-    to obs' root handler and loses those handlers. Returns the names adopted by this call."""
+    to obs' root handler and loses those handlers; so does a logger of those trees built
+    outside logging's tree (:func:`detached_loggers`), which is given its tree parent.
+    Returns the names adopted by this call."""
     prefixes = tuple(names)
     if not prefixes:
         return []
@@ -180,7 +188,7 @@ def adopt_consoles(handler: ObsHandler, names: Iterable[str]) -> list[str]:
         for name, logger in list(logging.Logger.manager.loggerDict.items()):
             if not isinstance(logger, logging.Logger):
                 continue
-            if not any(name == p or name.startswith(p + ".") for p in prefixes):
+            if not _in_trees(name, prefixes):
                 continue
             consoles = _console_handlers(logger)
             if not consoles:
@@ -191,19 +199,86 @@ def adopt_consoles(handler: ObsHandler, names: Iterable[str]) -> list[str]:
             for console in consoles:
                 logger.removeHandler(console)
             taken.append(name)
+        for logger in detached_loggers(prefixes):
+            consoles = _console_handlers(logger)
+            if not consoles:
+                continue
+            handler.detached.setdefault(
+                id(logger), Adopted(tuple(consoles), logger.propagate, logger, logger.parent)
+            )
+            logger.parent = _tree_parent(logger.name)  # first: records now reach obs' root
+            logger.propagate = True
+            for console in consoles:
+                logger.removeHandler(console)
+            taken.append(logger.name)
     return taken
+
+
+def _in_trees(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def detached_loggers(prefixes: tuple[str, ...]) -> list[logging.Logger]:
+    """Loggers a library built by calling the class (``FlashInferJITLogger("flashinfer.jit")``)
+    rather than through ``logging.getLogger``: not in logging's tree (no parent, so nothing
+    propagates to a root handler), found as module-level attributes of the imported modules
+    of the trees ``prefixes`` (one pass over those modules' globals)."""
+    managed = logging.Logger.manager.loggerDict
+    found: dict[int, logging.Logger] = {}
+    for modname, module in list(sys.modules.items()):
+        if module is not None and _in_trees(modname, prefixes):
+            for value in _module_globals(module):
+                if _is_detached(value, managed, prefixes):
+                    found[id(value)] = value
+    return list(found.values())
+
+
+def _module_globals(module: object) -> list[object]:
+    try:
+        return list(vars(module).values())
+    except Exception:  # a lazy module that refuses: nothing to find there
+        return []
+
+
+def _is_detached(
+    value: object, managed: Mapping[str, object], prefixes: tuple[str, ...]
+) -> TypeGuard[logging.Logger]:
+    cls = type(value)  # not isinstance: that reads __class__, which a lazy proxy answers
+    if not issubclass(cls, logging.Logger) or issubclass(cls, logging.RootLogger):
+        return False
+    try:
+        name = value.name  # type: ignore[attr-defined]
+        return managed.get(name) is not value and _in_trees(name, prefixes)
+    except Exception:  # a subclass whose name is a property that raises
+        return False
+
+
+def _tree_parent(name: str) -> logging.Logger:
+    """The parent logging would give a logger named ``name``: its nearest existing
+    ancestor in the tree, else the root logger (nothing is created)."""
+    managed = logging.Logger.manager.loggerDict
+    while "." in name:
+        name = name.rpartition(".")[0]
+        ancestor = managed.get(name)
+        if isinstance(ancestor, logging.Logger):
+            return ancestor
+    return logging.getLogger()
 
 
 def _give_back(handler: ObsHandler) -> None:
     """Restore what adoption changed, unless the library has set its logger up again."""
     with handler.adopt_lock:
-        for name, adopted in list(handler.adopted.items()):
-            logger = logging.getLogger(name)
+        adopted = [(logging.getLogger(name), a) for name, a in handler.adopted.items()]
+        adopted += [(a.logger, a) for a in handler.detached.values() if a.logger is not None]
+        for logger, a in adopted:
             if not _console_handlers(logger):  # else: re-configured since; leave it be
-                for console in adopted.handlers:
+                for console in a.handlers:
                     logger.addHandler(console)
-                logger.propagate = adopted.propagate
+                logger.propagate = a.propagate
+                if a.logger is not None:
+                    logger.parent = a.parent
         handler.adopted.clear()
+        handler.detached.clear()
 
 
 def remove_bridge(holder: BridgeHolder) -> None:

@@ -94,6 +94,9 @@ def adopt_loggers(
 
     For every existing logger named ``name`` or ``name.*`` that has a plain console
     ``StreamHandler``: let it propagate to obs' root handler and take those handlers off.
+    A logger of those trees that a library built by calling the class rather than through
+    ``logging.getLogger`` (flashinfer's JIT logger), found as a module-level global of the
+    trees' imported modules, is adopted too, with the parent logging would have given it.
     Call it again after importing a library that configures its loggers (``import torch``
     after ``obs.configure()``), or after one re-configured them (console handlers put back
     on a logger adopted earlier are taken off again). Returns the names adopted by this

@@ -7,6 +7,8 @@ import json
 import logging
 import logging.config
 import pickle
+import sys
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -795,3 +797,58 @@ class TestOnceLevelGate:
         assert [1] == [
             r["suppressed_count"] for r in records if r["event"] == "log_repeats_suppressed"
         ]
+
+
+class TestDetachedLoggers:
+    @pytest.fixture
+    def detached(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[logging.Logger]:
+        """A module of the tree ``detlib`` whose logger is built by calling the class (as
+        flashinfer's JIT logger is): outside logging's tree, with its own console handler."""
+        logger = logging.Logger("detlib.jit")  # noqa: LOG001 - built outside the tree, on purpose
+        logger.addHandler(logging.StreamHandler(sys.stdout))
+        module = types.ModuleType("detlib.jit.core")
+        module.logger = logger  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "detlib.jit.core", module)
+        yield logger
+        obs.testing.reset()
+
+    def test_found_adopted_once_and_given_back(
+        self,
+        detached: logging.Logger,
+        configure_json: Configure,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """adopt_loggers finds a module-level logger outside logging's tree: its record comes
+        out once, as obs JSON; adopting again changes nothing; removal gives its console
+        handler and its missing parent back."""
+        (console,) = _consoles(detached)
+        read = configure_json(adopt_loggers=["detlib"])
+        assert [] == obs.stdlib.adopt_loggers()  # configure() already adopted it
+        detached.warning("jit %s", "built")
+        assert (["jit built"], "", logging.getLogger(), []) == (
+            [r["body"] for r in read()],
+            capsys.readouterr().out,
+            detached.parent,
+            _consoles(detached),
+        )
+        obs.testing.reset()
+        assert ([console], None, True) == (_consoles(detached), detached.parent, detached.propagate)
+
+    def test_parent_is_the_nearest_existing_ancestor(
+        self, detached: logging.Logger, configure_json: Configure
+    ) -> None:
+        """The adopted logger's parent is what logging would give it: an existing ancestor
+        (whose level then applies), not a logger obs creates."""
+        ancestor = logging.getLogger("detlib")
+        configure_json(adopt_loggers=["detlib"])
+        assert (ancestor, False) == (
+            detached.parent,
+            "detlib.jit" in logging.Logger.manager.loggerDict,
+        )
+
+    def test_other_trees_are_not_searched(
+        self, detached: logging.Logger, configure_json: Configure
+    ) -> None:
+        """Only modules of the adopted trees are searched: another tree's logger stays."""
+        configure_json(adopt_loggers=["vllm"])
+        assert (None, 1) == (detached.parent, len(_consoles(detached)))

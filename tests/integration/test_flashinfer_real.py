@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -217,3 +218,59 @@ def test_real_factory_in_one_process(tmp_path: Path) -> None:
         ["workspace_attempt_failed", "no_cuda"],
         ["workspace_terminal_failure", ["no_cuda"]],
     ] == out["events"]
+
+
+_FLASHINFER_LOGGERS = textwrap.dedent(
+    """
+    import os, socket
+    import torch
+    import torch.distributed as dist
+    from comm.flashinfer_allreduce import FiArWorkspaces
+    import obs
+
+    obs.configure(format="json", sdk_disabled=True)
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    # comm imports flashinfer here, lazily, long after obs.configure()
+    FiArWorkspaces(backend="trtllm", nodes=1).get_fi_ar_workspace(
+        1, 0, 2048, 4096, torch.bfloat16, dist.group.WORLD
+    )
+    dist.destroy_process_group()
+    import flashinfer.artifacts, flashinfer.jit.core
+
+    flashinfer.jit.core.logger.warning("FI_JIT_MARK %s", 1)
+    flashinfer.artifacts.logger.warning("FI_ARTIFACTS_MARK %s", 2)
+    obs.flush(timeout=5)
+    os._exit(0)
+    """
+)
+
+
+def test_flashinfer_loggers_come_out_once_as_obs_json(tmp_path: Path) -> None:
+    """After comm imported the real flashinfer lazily (obs configured long before), a record
+    of flashinfer.jit's logger (a Logger flashinfer builds outside logging's tree, with its
+    own console handler) and one of flashinfer.artifacts' (a console handler added at
+    import) each come out once, as an obs JSON line."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _FLASHINFER_LOGGERS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=str(Path(__file__).resolve().parents[2]),
+        env={**os.environ, "FLASHINFER_WORKSPACE_BASE": str(tmp_path)},
+    )
+    assert 0 == proc.returncode, proc.stderr[-3000:]
+    output = (proc.stdout + proc.stderr).splitlines()
+    got = {
+        mark: [
+            (json.loads(ln)["body"], json.loads(ln)["logger"]) if ln.startswith("{") else ln
+            for ln in output
+            if mark in ln
+        ]
+        for mark in ("FI_JIT_MARK", "FI_ARTIFACTS_MARK")
+    }
+    assert {
+        "FI_JIT_MARK": [("FI_JIT_MARK 1", "flashinfer.jit")],
+        "FI_ARTIFACTS_MARK": [("FI_ARTIFACTS_MARK 2", "flashinfer.artifacts")],
+    } == got
