@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from obs import errors
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
+from obs._format import format_body
 from obs.encode import PLAIN_TYPES, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 from obs.rank import NOT_IMPORTED
 
@@ -196,26 +197,52 @@ class _Entry:
 
 
 def key_text(key: Key) -> str:
-    """A readable form of a key for summaries: ``logger:LEVEL:event field=value ...``."""
+    """A readable form of a key for summaries: ``logger:level:event field=value ...``.
+
+    A drop-in ``*_once(msg, *args)`` call's arguments (fields ``0``, ``1``, ...) are shown
+    as the record's body shows them, formatted into ``msg`` and scrubbed, never as
+    ``0=value``: a value is only ever redacted by its name, and theirs say nothing.
+    """
     parts = [str(p) for p in key[:3]]
     rest = key[3:]
+    if rest and len(rest) % 2 == 0:
+        args = dict(zip(rest[0::2], map(_key_value, rest[1::2]), strict=True))
+        if args.keys() == {str(i) for i in range(len(args))}:  # fields 0 .. n-1
+            parts[2] = format_body(key[2], tuple(args[str(i)] for i in range(len(args))))
+            rest = ()
     pairs = []
     for i in range(0, len(rest) - 1, 2):
         name, value = rest[i], rest[i + 1]
-        if is_secret_key(name):
-            value = REDACTED
-        elif isinstance(value, tuple) and value and value[0] == "long":
-            value = f"{value[2]}...[{value[1]} chars]"
-        elif isinstance(value, tuple) and len(value) == 3 and value[0] == "seq":
-            value = safe_repr(to_jsonable(list(value[1])), 200)  # as the repr form reads
-        elif isinstance(value, tuple) and len(value) == 2:
-            value = value[1] if value[0] == "repr" else safe_repr(value[1], 100)
-        pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={value}")
+        shown = REDACTED if is_secret_key(name) else _shown(value)
+        pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={shown}")
     if len(rest) % 2:
         pairs.append(str(rest[-1]))
     text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
     text = scrub_text(text if len(text) <= 600 else text[:600])  # URL passwords, bearer
     return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _key_value(value: object) -> object:
+    """The argument a key part stands for, as far as the key kept it (see :func:`_kv`)."""
+    if isinstance(value, tuple) and value:
+        if value[0] == "long":
+            return f"{value[2]}...[{value[1]} chars]"
+        if len(value) == 3 and value[0] == "seq":
+            return list(value[1])
+        if len(value) == 2:
+            return value[1]
+    return value
+
+
+def _shown(value: object) -> object:
+    """A key part's value as a summary shows it."""
+    if isinstance(value, tuple) and value and value[0] == "long":
+        return f"{value[2]}...[{value[1]} chars]"
+    if isinstance(value, tuple) and len(value) == 3 and value[0] == "seq":
+        return safe_repr(to_jsonable(list(value[1])), 200)  # as the repr form reads
+    if isinstance(value, tuple) and len(value) == 2:
+        return value[1] if value[0] == "repr" else safe_repr(value[1], 100)
+    return value
 
 
 def _iso(ts: float) -> str:

@@ -855,3 +855,50 @@ class TestOnceCache:
 
         events = self._run(calls)
         assert 2 == sum(e["event"] == "eq_event" for e in events)
+
+
+class TestKeyTextPositional:
+    SECRET = "SECRET-MARKER-9c1e"
+
+    def test_positional_args_read_as_the_body(self) -> None:
+        """A drop-in call's arguments are shown formatted into the message, as the body
+        shows them, not as ``0=value``."""
+        key = make_key("lg", 30, "loaded %s in %d s", {"0": "m", "1": 3})
+        assert "lg:30:loaded m in 3 s" == key_text(key)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.sampled_from(
+            [
+                "login with password=%s",
+                "token: %s, user %s",
+                "%s",
+                "x %s y %r",
+                "headers=%s",
+                "api_key %s",
+                "%d items",
+            ]
+        ),
+        st.lists(
+            st.one_of(
+                st.sampled_from(
+                    [SECRET, f"Bearer {SECRET}", f"http://u:{SECRET}@h/x", f"a:{SECRET}@b"]
+                ),
+                st.text(max_size=20),
+                st.integers(),
+                st.lists(st.integers(), max_size=3),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+    )
+    def test_positional_args_show_no_more_than_the_body(
+        self, template: str, args: list[Any]
+    ) -> None:
+        """Whatever the template and arguments (up to 12: "10" sorts before "2"), the key
+        text of a drop-in call holds a secret only where the record's own body does."""
+        from obs._format import format_body
+
+        key = make_key("lg", 30, template, {str(i): a for i, a in enumerate(args)})
+        if self.SECRET not in format_body(template, tuple(args)):
+            assert self.SECRET not in key_text(key)

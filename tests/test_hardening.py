@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import obs
+import obs.stdlib
 from obs._config import STATE
 from obs._fields import CONTROL_SET
 from obs.encode import MAX_WALK, REDACTED, is_secret_key, to_jsonable
@@ -882,3 +883,21 @@ class TestAdversarialRound2:
         for path in (str(fifo), str(tmp_path / "{rank:>999999999}")):
             with pytest.raises(ConfigError, match="file"):
                 obs.configure(sdk_disabled=True, file=path)
+
+
+class TestTextSecrets:
+    """Secrets in text obs writes: positional arguments, URLs, %-mappings, exceptions."""
+
+    def test_dropin_positional_args_not_in_dedup_key(self, configure_json: Configure) -> None:
+        """vLLM's ``warning_once(msg, *args)``: a positional argument the body redacts is
+        redacted in the summary's ``dedup_key`` too (it showed ``0=<secret>``)."""
+        read = configure_json()
+        logger = obs.stdlib.init_logger("vllm.x")
+        for _ in range(3):
+            logger.warning_once("login with password=%s", SECRET)
+            logger.info_once("token %s and %s", "x", f"Bearer {SECRET}xyz")
+        obs.flush()
+        records = read()
+        summaries = [r for r in records if r["event"] == "log_repeats_suppressed"]
+        assert 2 == len(summaries)
+        assert SECRET not in json.dumps(records)
