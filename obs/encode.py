@@ -131,9 +131,10 @@ _NON_WORD = re.compile(r"[^a-z0-9]+")
 _URL_PASSWORD = re.compile(r"(?i)((?:[a-z][a-z0-9+.-]*://)?[^\s/:@'\"<>()]*:)(?!//)[^\s'\"<>]*@")
 #: ``name=value`` / ``name: value`` pairs in text (reprs of Namespace-like objects, a
 #: formatted message); the name decides, through :func:`is_secret_key`.
+#: A value already ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
 _TEXT_PAIR = re.compile(
     r"(?<![\w.-])([A-Za-z_][\w.-]{0,255})(['\"]?[ \t]*[=:][ \t]*)"
-    r"('[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
+    r"(\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",

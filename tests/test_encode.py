@@ -26,6 +26,7 @@ from obs.encode import (
     format_exception,
     json_default,
     safe_repr,
+    scrub_text,
     to_jsonable,
     to_otel_value,
 )
@@ -616,3 +617,63 @@ class TestBodyIsText:
         )
         assert len(line["body"]) <= MAX_STR + 64
         assert "token" not in line["body"] or "[REDACTED]" in line["body"]
+
+
+class TestScrubText:
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "login with password=[REDACTED]",
+            "password=[REDACTED] repeated 2 more times",
+            "http://u:[REDACTED]@h/x",
+            "sent Bearer [REDACTED] to h",
+            "token: [REDACTED], x=1",
+        ],
+    )
+    def test_scrubbed_text_is_kept(self, text: str) -> None:
+        """Text already scrubbed comes back as it is (it read ``password=[REDACTED]]``)."""
+        assert text == scrub_text(text)
+
+    @settings(max_examples=500, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        "password",
+                        "token",
+                        "api_key",
+                        "Authorization",
+                        "url",
+                        "x",
+                        "=",
+                        ": ",
+                        ":",
+                        "@",
+                        "://",
+                        "http",
+                        "Bearer ",
+                        "basic ",
+                        "[REDACTED]",
+                        "'",
+                        '"',
+                        " ",
+                        ",",
+                        ";",
+                        "]",
+                        ")",
+                        "/",
+                        "\n",
+                        "s3cr3t",
+                        "abcdef12",
+                    ]
+                ),
+                st.text(max_size=6),
+            ),
+            max_size=14,
+        ).map("".join)
+    )
+    def test_idempotent(self, text: str) -> None:
+        """Scrubbing scrubbed text changes nothing, whatever the text."""
+        once = scrub_text(text)
+        assert once == scrub_text(once)
