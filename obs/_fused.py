@@ -4,9 +4,10 @@ the common call, without the chain's per-processor passes and control keys.
 The composable processors stay the single source of truth: the fused path is taken only
 when they would do nothing but their plain case (JSON lines, no export sink or obs' own
 ``ExportSink``, no bound context or contextvars, no control keyword, plain short values
-under names already known not to be secret, a plain event name), and
-``tests/test_fused.py`` checks that it writes byte-identical lines, and hands the export
-sink the same fields, level and time, for every input the Hypothesis strategies generate.
+under names already known not to be secret, a plain event name, no text that may hold
+a credential), and ``tests/test_fused.py`` checks that it writes byte-identical lines,
+and hands the export sink the same fields, level and time, for every input the
+Hypothesis strategies generate.
 Anything else (and any failure here) takes the chain.
 """
 
@@ -21,7 +22,7 @@ from obs._fields import CONTROL_SET, PRIVATE_KEYS
 from obs.callsite import AddCallsite
 from obs.context import any_bound
 from obs.dedup import NOT_PLAIN
-from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
+from obs.encode import MAX_STR, PLAIN_TYPES, Redactor, credential_hint
 from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
 from obs.render import PIPE_LINE_MAX, JSONRenderer, TimeStamper, fit_line
 
@@ -66,6 +67,8 @@ class FusedLine:
         return False (nothing written): not plain."""
         if type(event) is not str or type(level) is not int or logger._context:
             return False
+        if not event.isidentifier() and credential_hint(event):
+            return False  # the chain scrubs it (an identifier cannot hold a credential)
         runtime = self._runtime
         if runtime.processors is not self._chain or len(event) > MAX_STR:
             return False  # the chain was changed (tests inject processors): it decides
@@ -80,7 +83,9 @@ class FusedLine:
             for value in kw.values():  # one pass: a third of the cost of set/map/max/all
                 cls = type(value)
                 if cls is str:
-                    if len(value) >= MAX_STR:
+                    if len(value) >= MAX_STR or (
+                        not value.isidentifier() and credential_hint(value)
+                    ):
                         return False
                 elif cls is float:
                     if value - value != 0.0:  # NaN or inf (inf - inf is NaN): written as null

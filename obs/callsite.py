@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING
 
+from obs.encode import scrub_credentials
+
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
 
@@ -87,7 +89,8 @@ class AddCallsite:
         key = (id(code), frame.f_lasti)
         where = self._where.get(key)
         if where is None:
-            where = (code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name))
+            path = scrub_credentials(code.co_filename)  # as the chain scrubs every value
+            where = (path, frame.f_lineno, getattr(code, "co_qualname", code.co_name))
             if id(code) in self._skip and len(self._where) < _MAX_WHERE:  # codes kept alive
                 self._where[key] = where
         return where

@@ -5,10 +5,10 @@ sync a GPU or print megabytes), objects with a broken ``__repr__``, recursive co
 huge strings, ints or keys, lone surrogates, non-str keys. Everything here turns such
 values into JSON/OTLP-safe data, bounded in time and size, and never raises.
 
-Secrets: one key normaliser (:func:`key_words`: case, ``-``, ``_``, ``.``, camelCase) and
-one table of secret words decide whether a field's value is shown; every container kind
+Secrets: :mod:`obs._secrets` decides which field names are secret; every container kind
 (any ``Mapping``, sequences, sets, dataclasses, attrs classes, named tuples) is walked
-with the same rule, so a secret two levels down in a list of dicts is redacted too.
+with that rule, so a secret two levels down in a list of dicts is redacted too, and every
+str written is scrubbed of URL passwords and bearer tokens.
 """
 
 from __future__ import annotations
@@ -26,94 +26,46 @@ __all__ = [
     "SECRET_WORDS",
     "Redactor",
     "body_text",
+    "credential_hint",
     "format_exception",
     "is_secret_key",
     "key_words",
     "plain_values",
     "safe_repr",
+    "scrub_credentials",
     "scrub_text",
     "to_jsonable",
     "to_otel_value",
 ]
 
 import dataclasses
-import functools
 import itertools
-import re
 import reprlib
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from operator import length_hint
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import user_name
+from obs._secrets import (
+    MAX_KEY,
+    REDACTED,
+    SECRET_PAIRS,
+    SECRET_WORDS,
+    credential_hint,
+    is_secret_name,
+    key_words,
+    scrub_credentials,
+    scrub_text,
+)
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
 
 
-REDACTED = "[REDACTED]"
-
-#: A key any of whose words (after :func:`key_words`) is one of these is secret.
-SECRET_WORDS: frozenset[str] = frozenset(
-    {
-        "password",
-        "passwd",
-        "passphrase",
-        "secret",
-        "secrets",
-        "cookie",
-        "cookies",
-        "credential",
-        "credentials",
-        "authorization",
-        "bearer",
-        "apikey",
-        "privatekey",
-        "accesskey",
-        "secretkey",
-        "accesstoken",
-        "refreshtoken",
-        "idtoken",
-        "authtoken",
-        "sessiontoken",
-        "xapikey",
-        "setcookie",
-        "sessionid",
-        "csrftoken",
-        "pwd",
-        "jwt",
-        "dsn",
-    }
-)
-#: ... or whose last word is one of these (``hf_token``, ``otlp_headers``, ``basic_auth``),
-#: so ``max_token_num`` or ``num_tokens`` stay readable.
-SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth", "pass"})
-#: ... or that has one of these adjacent word pairs (``X-Api-Key``, ``privateKey``).
-SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("api", "key"),
-        ("private", "key"),
-        ("access", "key"),
-        ("secret", "key"),
-        ("signing", "key"),
-        ("encryption", "key"),
-        ("client", "key"),
-        ("ssh", "key"),
-        ("session", "id"),
-        ("session", "key"),
-        ("api", "keys"),
-        ("private", "keys"),
-        ("access", "keys"),
-    }
-)
-#: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
-_SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "secret", "credential", "authorization")
-
 MAX_STR = 16 * 1024
-MAX_KEY = 256
 MAX_DEPTH = 8
 MAX_ITEMS = 256
 #: Values visited in one walk, whatever the shape (wide and deep together).
@@ -123,94 +75,21 @@ MAX_CHAIN = 8
 MAX_STACK = 64 * 1024
 _INT64 = (-(2**63), 2**63 - 1)
 _SCALARS = (str, bool, int, float, type(None))
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_NON_WORD = re.compile(r"[^a-z0-9]+")
-#: ``scheme://user:password@host``: the password part of a URL's userinfo.
-#: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
-#: the token (a password may hold ``@`` or ``/``), so none of it is left behind.
-_URL_PASSWORD = re.compile(r"(?i)((?:[a-z][a-z0-9+.-]*://)?[^\s/:@'\"<>()]*:)(?!//)[^\s'\"<>]*@")
-#: ``name=value`` / ``name: value`` pairs in text (reprs of Namespace-like objects, a
-#: formatted message); the name decides, through :func:`is_secret_key`.
-#: A value already ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
-_TEXT_PAIR = re.compile(
-    r"(?<![\w.-])([A-Za-z_][\w.-]{0,255})(['\"]?[ \t]*[=:][ \t]*)"
-    r"(\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
-)
-#: Words one of which a secret-named key holds (a cheap test before the pair scan).
-_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
-                 "session", "jwt", "dsn", "bearer")  # fmt: skip
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{6,}")
-
-
-def key_words(key: str) -> tuple[str, ...]:
-    """A key's words: camelCase split, lower-cased, split on anything not a letter or digit."""
-    return tuple(w for w in _NON_WORD.split(_CAMEL.sub("_", key[:MAX_KEY]).lower()) if w)
-
-
-def _secret_words(words: tuple[str, ...]) -> bool:
-    if not words:
-        return False
-    if words[-1] in SECRET_LAST_WORDS:
-        return True
-    if any(w in SECRET_WORDS for w in words):
-        return True
-    return any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
-
-
-_SECRET_CACHE: dict[str, bool] = {}
 
 
 def is_secret_key(key: object) -> bool:
-    """True when a field named ``key`` must not show its value (see the module docstring)."""
-    if not isinstance(key, str):
+    """True when a field named ``key`` must not show its value (:mod:`obs._secrets`);
+    a key that is not a str is judged by its bounded repr."""
+    if type(key) is not str:
         try:
             key = str.__str__(key) if isinstance(key, str) else safe_repr(key, MAX_KEY)
         except Exception:
             return False
-    hit = _SECRET_CACHE.get(key)
-    if hit is None:
-        low = key[:MAX_KEY].lower()
-        hit = any(p in low for p in _SECRET_PARTS) or _secret_words(key_words(key))
-        if not hit and len(key) > MAX_KEY:  # a long name: its end decides too
-            tail = key[-MAX_KEY:]
-            hit = any(p in tail.lower() for p in _SECRET_PARTS) or _secret_words(key_words(tail))
-        if len(_SECRET_CACHE) < 8192 and len(key) <= MAX_KEY:
-            _SECRET_CACHE[key] = hit
-    return hit
-
-
-def scrub_text(text: str) -> str:
-    """``text`` with URL passwords, bearer/basic credentials and the values of
-    secret-named ``name=value`` pairs replaced by ``[REDACTED]``.
-
-    For obs' own messages, summaries, exception text and the reprs of objects obs cannot
-    walk, which may quote an endpoint, a header or a ``Namespace(hf_token=...)``.
-    """
-    if "@" in text:
-        text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
-    if "earer" in text or "asic" in text:
-        text = _BEARER.sub(rf"\1 {REDACTED}", text)
-    if "=" in text or ":" in text:
-        low = text.lower()
-        if any(hint in low for hint in _SECRET_HINTS):
-            text = _TEXT_PAIR.sub(_redact_pair, text)
-    return text
-
-
-@functools.lru_cache(maxsize=2048)
-def _secret_name(name: str) -> bool:
-    """:func:`is_secret_key` for names met in text, cached (names repeat, and are bounded)."""
-    return is_secret_key(name)
-
-
-def _redact_pair(match: re.Match[str]) -> str:
-    name = match.group(1)
-    if not _secret_name(name) or match.group(3) == REDACTED:
-        return match.group(0)
-    return f"{name}{match.group(2)}{REDACTED}"
+    return is_secret_name(key)
 
 
 PLAIN_TYPES = frozenset(_SCALARS)
+_IS_STR = str.__instancecheck__
 
 
 class _FlatMark:
@@ -247,11 +126,27 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:limit]}...[truncated {len(text) - limit} chars]"
 
 
-def _plain_str(text: str, limit: int) -> str:
-    """An exact ``str``, truncated, valid UTF-8 (lone surrogates become ``\\udxxx`` text)."""
+#: How far past a cut a scrub reads, so a credential that straddles the cut is found.
+_SCRUB_MARGIN = 1024
+
+
+def _scrub_cut(text: str, limit: int, scrub: Callable[[str], str]) -> str:
+    """``scrub(text)`` cut to ``limit`` as :func:`_truncate` cuts: scrubbed first (at most
+    ``limit`` + :data:`_SCRUB_MARGIN` chars of it), so no part of a credential is left
+    at the cut."""
+    size = len(text)
+    head = scrub(text if size <= limit else text[: limit + _SCRUB_MARGIN])
+    if len(head) <= limit and size <= limit:
+        return head
+    return f"{head[:limit]}...[truncated {max(size, len(head)) - limit} chars]"
+
+
+def _plain_str(text: str, limit: int, scrub: Callable[[str], str] | None = None) -> str:
+    """An exact ``str``, truncated (scrubbed by ``scrub`` before the cut), valid UTF-8
+    (lone surrogates become ``\\udxxx`` text)."""
     if type(text) is not str:
         text = str.__str__(text)  # a str subclass: its own __len__/__str__ may be broken
-    text = _truncate(text, limit)
+    text = _truncate(text, limit) if scrub is None else _scrub_cut(text, limit, scrub)
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -336,7 +231,8 @@ def _safe_str(obj: object, limit: int = MAX_STR) -> str:
             return safe_repr(obj, limit)
     if isinstance(obj, (bytes, bytearray, memoryview)):
         try:
-            return _plain_str(bytes(obj[: limit * 4]).decode("utf-8", "backslashreplace"), limit)
+            text = bytes(obj[: limit * 4]).decode("utf-8", "backslashreplace")
+            return _plain_str(text, limit, scrub_credentials)
         except Exception:
             return safe_repr(obj, limit)
     return safe_repr(obj, limit)
@@ -388,7 +284,7 @@ class _Walk:
         self.budget -= 1
         cls = type(obj)
         if cls is str:
-            return _plain_str(obj, MAX_STR)  # type: ignore[arg-type]
+            return _plain_str(obj, MAX_STR, scrub_credentials)  # type: ignore[arg-type]
         if cls is bool or obj is None:
             return obj
         if cls is int:
@@ -397,7 +293,7 @@ class _Walk:
             return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
         if isinstance(obj, _SCALARS):  # subclasses: str Enums, IntEnums, float subclasses
             if isinstance(obj, str):
-                return _plain_str(obj, MAX_STR)
+                return _plain_str(obj, MAX_STR, scrub_credentials)
             if isinstance(obj, bool):
                 return bool(obj)
             if isinstance(obj, int):
@@ -490,7 +386,11 @@ def to_otel_value(obj: object) -> Any:
 
 def json_default(obj: object) -> Any:
     """``orjson`` ``default=`` hook: called only for types orjson cannot encode itself."""
-    return to_jsonable(obj) if not isinstance(obj, str) else _plain_str(obj, MAX_STR)
+    return (
+        to_jsonable(obj)
+        if not isinstance(obj, str)
+        else _plain_str(obj, MAX_STR, scrub_credentials)
+    )
 
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
@@ -649,7 +549,7 @@ class Redactor:
             return any(p in low for p in self._extra)
         return False
 
-    def __call__(  # noqa: C901 - the redaction hot path: the fast check first, inlined
+    def __call__(  # noqa: C901, PLR0912 - the redaction hot path: fast checks first, inlined
         self, logger: WrappedLogger, method_name: str, event_dict: EventDict
     ) -> EventDict:
         exc = event_dict.pop("exc_info", None)
@@ -680,4 +580,8 @@ class Redactor:
         body = event_dict.get("body", "")
         if type(body) is not str:  # before the export and the renderer: one text for both
             event_dict["body"] = body_text(body, event_dict.get("event"))
+        if credential_hint("\0".join(filter(_IS_STR, event_dict.values()))):  # C-level
+            for key, value in event_dict.items():  # event, body and str values alike
+                if type(value) is str and key[:5] != "_obs_":
+                    event_dict[key] = scrub_credentials(value)
         return event_dict

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import obs
@@ -673,7 +674,29 @@ class TestScrubText:
             max_size=14,
         ).map("".join)
     )
+    @example("password://,@")  # the pair's cut left userinfo for the next pass
     def test_idempotent(self, text: str) -> None:
         """Scrubbing scrubbed text changes nothing, whatever the text."""
         once = scrub_text(text)
         assert once == scrub_text(once)
+
+    @pytest.mark.parametrize(
+        "text",
+        [":" * MAX_STR + " @", "a:" * (MAX_STR // 2) + " @", "@" + "x:" * (MAX_STR // 2),
+         "a" * MAX_STR + "/:x@", "x:@ " * (MAX_STR // 4)],
+    )  # fmt: skip
+    def test_linear_time(self, text: str) -> None:
+        """Scrubbing costs one pass over the text (a run of ``:`` and a far ``@`` took most
+        of a second at MAX_STR: every start position scanned to the end)."""
+        start = time.perf_counter()
+        scrub_text(text)
+        assert time.perf_counter() - start < 0.1
+
+    def test_url_passwords(self) -> None:
+        """The password of any userinfo, up to its token's last ``@``, is replaced; the
+        rest of the text stays."""
+        text = "see https://bob:p@ss/w@h:5432/db and u:pw@h, mail a@b, _https://bob:pw@h x:y"
+        assert (
+            "see https://bob:[REDACTED]@h:5432/db and u:[REDACTED]@h, mail a@b,"
+            " _https://bob:[REDACTED]@h x:y"
+        ) == scrub_text(text)

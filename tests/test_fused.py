@@ -57,6 +57,13 @@ plain_values = st.one_of(
     st.text(max_size=40),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=20),
     st.sampled_from(["\u2028", "\x7f", "\x85", "\u202e", "\ud800", "a\nb", "null", "/dev/null"]),
+    # text the chain scrubs (URL passwords, bearer tokens) and text that only looks close
+    st.lists(
+        st.sampled_from(
+            ["https://", "bob", ":", "pw", "@", "host", " ", "Bearer", "BASIC", "abcdef", "/x"]
+        ),
+        max_size=8,
+    ).map("".join),
     st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 2**64, -(2**63) - 1]),
     # around the string cap, and subclasses of plain types (the fused path must decline)
     st.integers(MAX_STR - 2, MAX_STR + 2).map(lambda n: "x" * n),
@@ -75,7 +82,11 @@ field_names = st.one_of(
 )
 calls = st.tuples(
     st.sampled_from(["debug", "info", "warning", "error", "critical"]),
-    st.one_of(st.from_regex(r"[a-z_]{1,20}", fullmatch=True), st.text(max_size=30)),
+    st.one_of(
+        st.from_regex(r"[a-z_]{1,20}", fullmatch=True),
+        st.text(max_size=30),
+        st.sampled_from(["to http://u:pw@h", "sent Bearer abcdefgh", "mail a@b", "basic"]),
+    ),
     st.dictionaries(field_names, plain_values, max_size=6),
 )
 
@@ -143,6 +154,18 @@ class TestByteIdentical:
         method, event, fields = call
         fused, chain, _ = lines(method, event, fields)
         assert chain == fused
+
+    def test_credentials_take_the_chain(self, lines: Any) -> None:
+        """A URL password or a bearer token in the event or a value: the chain scrubs it."""
+        for event, fields in (
+            ("connect", {"url": "https://bob:pw@h/x"}),
+            ("to https://bob:pw@h/x", {}),
+            ("sent", {"h": "Bearer abcdefgh"}),
+        ):
+            fused, chain, taken = lines("info", event, fields)
+            assert (False, chain) == (taken, fused)
+            assert b"pw@" not in chain
+            assert b"abcdefgh" not in chain
 
     def test_plain_calls_take_the_fused_path(self, lines: Any) -> None:
         """The common call (plain short values under known names) is fused."""

@@ -901,3 +901,76 @@ class TestTextSecrets:
         summaries = [r for r in records if r["event"] == "log_repeats_suppressed"]
         assert 2 == len(summaries)
         assert SECRET not in json.dumps(records)
+
+    @pytest.mark.parametrize("fmt", ["json", "console"])
+    def test_url_password_and_bearer_in_any_text(
+        self, fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A URL password or bearer token in a field value (top level, nested, bound), an
+        event name or a stdlib message without arguments reaches no sink: stream (JSON or
+        console), OBS_FILE, or what the export sink is handed (they all went out raw)."""
+        import obs.testing
+
+        url = f"https://bob:{SECRET}@db.example/x"
+        obs.configure(format=fmt, sdk_disabled=True, file=str(tmp_path / "f.jsonl"))
+        log = obs.get_logger("t")
+        with obs.testing.capture_events() as events:
+            for _ in range(2):  # the second call may take the fused path
+                log.info("db_connect", url=url)
+                log.info("sent", note=f"Authorization was Bearer {SECRET}xyz")
+            log.info(f"connecting to {url}")  # noqa: G004 - the event itself holds it
+            log.info("cfg", cfg={"endpoints": [url]}, pair=(1, url))
+            log.bind(endpoint=url).info("bound")
+            logging.getLogger("vllm.x").warning(f"connecting to {url}")  # noqa: G004 - no args
+            logging.getLogger("vllm.x").warning("connecting to %s (%s)", url, "x")
+            obs.flush()
+        out = capsys.readouterr()
+        assert 9 == len(events)
+        assert [] == [e for e in events if SECRET in repr(e)]
+        assert SECRET not in out.err + out.out
+        assert SECRET not in (tmp_path / "f.jsonl").read_text()
+        assert "https://bob:[REDACTED]@db.example/x" in (tmp_path / "f.jsonl").read_text()
+
+    @FAST
+    @given(
+        scheme=st.sampled_from(["https://", "postgres+psycopg://", "redis://", ""]),
+        user=st.from_regex(r"[A-Za-z0-9._-]{0,8}", fullmatch=True),
+        tail=st.text(
+            alphabet=st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="'\"<>"),
+            max_size=8,
+        ),
+        around=st.tuples(st.text(max_size=10), st.text(max_size=10)),
+        bearer=st.booleans(),
+        route=st.sampled_from(["value", "event", "nested", "stdlib", "bound"]),
+    )
+    def test_credential_anywhere_never_written(  # noqa: PLR0917 - one per part
+        self,
+        scheme: str,
+        user: str,
+        tail: str,
+        around: tuple[str, str],
+        bearer: bool,
+        route: str,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """Whatever surrounds it, a URL password (any scheme or none, a password holding
+        ``@``, ``/`` or ``:``) or a bearer token in any text a record carries is not
+        written."""
+        secret = f"Bearer {SECRET}" if bearer else f"{scheme}{user}:{SECRET}{tail}@db.example"
+        text = f"{around[0]} {secret} {around[1]}"
+        obs.configure(format="json", sdk_disabled=True)
+        log = obs.get_logger("t")
+        for _ in range(2):
+            if route == "value":
+                log.info("connect", url=text)
+            elif route == "event":
+                log.info(text)
+            elif route == "nested":
+                log.info("connect", cfg={"urls": [text]})
+            elif route == "bound":
+                log.bind(url=text).info("connect")
+            else:
+                logging.getLogger("vllm.t").warning(text)
+        out = capsys.readouterr().err
+        assert SECRET not in out
+        assert 2 == len(out.splitlines())

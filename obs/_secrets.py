@@ -1,0 +1,206 @@
+"""Secrets: which field names are secret, and credentials in free text.
+
+One key normaliser (:func:`key_words`: case, ``-``, ``_``, ``.``, camelCase) and one table
+of secret words decide whether a field's value is shown (:func:`is_secret_name`; the
+walk in :mod:`obs.encode` applies it to every container kind). Text needs no name:
+:func:`scrub_credentials` takes URL passwords and bearer/basic credentials out of any
+str obs writes, and :func:`scrub_text` also the values of secret-named ``name=value``
+pairs, for messages, summaries and exception text. Both run in one pass over the text,
+whatever it holds, and a plain text costs a few C-level substring tests.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_KEY",
+    "REDACTED",
+    "SECRET_LAST_WORDS",
+    "SECRET_PAIRS",
+    "SECRET_WORDS",
+    "credential_hint",
+    "is_secret_name",
+    "key_words",
+    "scrub_credentials",
+    "scrub_text",
+]
+
+import functools
+import itertools
+import re
+
+MAX_KEY = 256
+
+REDACTED = "[REDACTED]"
+
+#: A key any of whose words (after :func:`key_words`) is one of these is secret.
+SECRET_WORDS: frozenset[str] = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "secrets",
+        "cookie",
+        "cookies",
+        "credential",
+        "credentials",
+        "authorization",
+        "bearer",
+        "apikey",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "authtoken",
+        "sessiontoken",
+        "xapikey",
+        "setcookie",
+        "sessionid",
+        "csrftoken",
+        "pwd",
+        "jwt",
+        "dsn",
+    }
+)
+#: ... or whose last word is one of these (``hf_token``, ``otlp_headers``, ``basic_auth``),
+#: so ``max_token_num`` or ``num_tokens`` stay readable.
+SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth", "pass"})
+#: ... or that has one of these adjacent word pairs (``X-Api-Key``, ``privateKey``).
+SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("api", "key"),
+        ("private", "key"),
+        ("access", "key"),
+        ("secret", "key"),
+        ("signing", "key"),
+        ("encryption", "key"),
+        ("client", "key"),
+        ("ssh", "key"),
+        ("session", "id"),
+        ("session", "key"),
+        ("api", "keys"),
+        ("private", "keys"),
+        ("access", "keys"),
+    }
+)
+#: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
+_SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "secret", "credential", "authorization")
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+#: ``scheme://user:password@host``: the password part of a URL's userinfo.
+#: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
+#: the token (a password may hold ``@`` or ``/``), so none of it is left behind.
+#: Tried only where a run of userinfo characters starts, and only on a token cut at its
+#: last ``@`` (:data:`_AT_TOKEN`), so it costs one pass whatever the text (it was quadratic
+#: on a long run of ``:`` with an ``@`` somewhere after it).
+_URL_PASSWORD = re.compile(
+    r"(?i)(?<![^\s/:@'\"<>()])((?:[a-z][a-z0-9+.-]*://)?[^\s/:@'\"<>()]*:)(?!//)[^\s'\"<>]*@"
+)
+#: A whitespace- or quote-delimited token with a ``:`` before an ``@``, from its start only.
+_AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
+#: ``name=value`` / ``name: value`` pairs in text (reprs of Namespace-like objects, a
+#: formatted message); the name decides, through :func:`is_secret_key`.
+#: A value already ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
+_TEXT_PAIR = re.compile(
+    r"(?<![\w.-])([A-Za-z_][\w.-]{0,255})(['\"]?[ \t]*[=:][ \t]*)"
+    r"(\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
+)
+#: Words one of which a secret-named key holds (a cheap test before the pair scan).
+_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
+                 "session", "jwt", "dsn", "bearer")  # fmt: skip
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{6,}")
+
+
+def key_words(key: str) -> tuple[str, ...]:
+    """A key's words: camelCase split, lower-cased, split on anything not a letter or digit."""
+    return tuple(w for w in _NON_WORD.split(_CAMEL.sub("_", key[:MAX_KEY]).lower()) if w)
+
+
+def _secret_words(words: tuple[str, ...]) -> bool:
+    if not words:
+        return False
+    if words[-1] in SECRET_LAST_WORDS:
+        return True
+    if any(w in SECRET_WORDS for w in words):
+        return True
+    return any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
+
+
+_SECRET_CACHE: dict[str, bool] = {}
+
+
+def is_secret_name(key: str) -> bool:
+    """True when a field named ``key`` must not show its value (see the module docstring)."""
+    hit = _SECRET_CACHE.get(key)
+    if hit is None:
+        low = key[:MAX_KEY].lower()
+        hit = any(p in low for p in _SECRET_PARTS) or _secret_words(key_words(key))
+        if not hit and len(key) > MAX_KEY:  # a long name: its end decides too
+            tail = key[-MAX_KEY:]
+            hit = any(p in tail.lower() for p in _SECRET_PARTS) or _secret_words(key_words(tail))
+        if len(_SECRET_CACHE) < 8192 and len(key) <= MAX_KEY:
+            _SECRET_CACHE[key] = hit
+    return hit
+
+
+def credential_hint(text: str) -> bool:
+    """False when :func:`scrub_credentials` would surely leave ``text`` as it is: a few
+    C-level substring tests, so a plain value costs next to nothing."""
+    return "@" in text or (
+        len(text) >= 12  # "basic" + a space + 6 token characters, the shortest bearer match
+        and ("earer" in text or "asic" in text or "EARER" in text or "ASIC" in text)
+    )
+
+
+def scrub_credentials(text: str) -> str:
+    """``text`` with URL passwords and bearer/basic credentials replaced by ``[REDACTED]``.
+
+    For every str obs writes (field values at any depth, event names, bodies): they need
+    no name to be recognised, so no value may carry one out.
+    """
+    if "@" in text and ":" in text:
+        text = _AT_TOKEN.sub(_url_token, text)
+    if "earer" in text or "asic" in text or "EARER" in text or "ASIC" in text:
+        text = _BEARER.sub(rf"\1 {REDACTED}", text)
+    return text
+
+
+def _url_token(match: re.Match[str]) -> str:
+    """A token with its URL password (up to its last ``@``) replaced."""
+    token = match.group()
+    at = token.rfind("@")
+    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", token[: at + 1]) + token[at + 1 :]
+
+
+def scrub_text(text: str) -> str:
+    """:func:`scrub_credentials`, and the values of secret-named ``name=value`` pairs
+    replaced by ``[REDACTED]``.
+
+    For obs' own messages, summaries, formatted bodies, exception text and the reprs of
+    objects obs cannot walk, which may quote an endpoint, a header or a
+    ``Namespace(hf_token=...)``.
+    """
+    text = scrub_credentials(text)
+    if "=" in text or ":" in text:
+        low = text.lower()
+        if any(hint in low for hint in _SECRET_HINTS):
+            paired = _TEXT_PAIR.sub(_redact_pair, text)
+            if paired != text:  # a pair cut short may now read as userinfo: scrub again
+                text = scrub_credentials(paired)
+    return text
+
+
+@functools.lru_cache(maxsize=2048)
+def _secret_name(name: str) -> bool:
+    """:func:`is_secret_key` for names met in text, cached (names repeat, and are bounded)."""
+    return is_secret_name(name)
+
+
+def _redact_pair(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if not _secret_name(name) or match.group(3) == REDACTED:
+        return match.group(0)
+    return f"{name}{match.group(2)}{REDACTED}"
