@@ -8,10 +8,13 @@ from __future__ import annotations
 
 __all__ = ["format_body", "plain_text", "safe_text"]
 
+import dataclasses
+import itertools
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from obs.encode import MAX_STR, safe_repr, scrub_text, to_jsonable
+from obs.encode import MAX_STR, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 
 
 def plain_text(value: object) -> str:
@@ -67,6 +70,27 @@ def _bounded_arg(value: Any) -> Any:
     return _BoundedArg(value)
 
 
+def _redacted_mapping(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A ``%(name)s`` mapping as the format may show it: a value under a secret-looking
+    key is ``[REDACTED]``, a container is shown through the redacting walk (a secret key
+    nested in it is redacted too), at most 256 items."""
+    out: dict[Any, Any] = {}
+    for k, v in itertools.islice(mapping.items(), 256):
+        if is_secret_key(k):
+            out[k] = REDACTED
+        elif isinstance(v, (Mapping, list, tuple, set, frozenset)) or _has_fields(v):
+            out[k] = _BoundedArg(to_jsonable(v))
+        else:
+            out[k] = _bounded_arg(v)
+    return out
+
+
+def _has_fields(value: object) -> bool:
+    """A dataclass, attrs class or named tuple instance: walked by field, never by repr."""
+    cls = type(value)
+    return dataclasses.is_dataclass(cls) or hasattr(cls, "__attrs_attrs__")
+
+
 def format_body(event: object, args: tuple[Any, ...]) -> str:
     """``event % args`` as stdlib does, bounded (each argument's text, the width, the
     result) and scrubbed of credentials; a readable fallback when the format does not fit."""
@@ -74,11 +98,13 @@ def format_body(event: object, args: tuple[Any, ...]) -> str:
     try:
         if len(template) > MAX_STR or _WIDE_FORMAT.search(template):
             raise ValueError("format too wide")  # noqa: TRY301 - the one fallback below
-        if len(args) == 1 and isinstance(args[0], dict):
-            text = template % {k: _bounded_arg(v) for k, v in list(args[0].items())[:256]}
+        if len(args) == 1 and isinstance(args[0], Mapping):  # as LogRecord takes one
+            text = template % _redacted_mapping(args[0])
         else:
             text = template % tuple(_bounded_arg(a) for a in args)
     except Exception as exc:
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            args = (to_jsonable(args[0]),)  # shown redacted by key, as formatted
         text = (
             f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"
             f" (formatting failed: {type(exc).__name__})"

@@ -974,3 +974,32 @@ class TestTextSecrets:
         out = capsys.readouterr().err
         assert SECRET not in out
         assert 2 == len(out.splitlines())
+
+    def test_percent_mapping_secret_keys(self, configure_json: Configure) -> None:
+        """``msg % mapping``: a value under a secret-looking key, at the top or nested in a
+        value the format shows, is redacted in the body (it was formatted verbatim)."""
+        read = configure_json()
+        cfg = {"user": "u", "auth": {"api_key": [SECRET, SECRET]}}
+        logging.getLogger("x").warning("login %(password)s ok", {"password": SECRET})
+        obs.get_logger("t").warning("login %(api_key)s ok", {"api_key": SECRET})
+        obs.get_logger("t").warning("cfg %(cfg)s", {"cfg": cfg})
+        obs.get_logger("t").warning("n %(passwordCount)d", {"passwordCount": 3})
+        records = read()
+        assert ["login [REDACTED] ok", "login [REDACTED] ok"] == [r["body"] for r in records[:2]]
+        assert SECRET not in json.dumps(records)
+
+    @FAST
+    @given(
+        key=st.sampled_from(SECRET_KEYS),
+        spec=st.sampled_from(["%(k)s", "%(k)r", "%(k)d", "%(other)s", "%(k)s %(other)s"]),
+        nested=st.booleans(),
+    )
+    def test_percent_mapping_any_key_and_spec(self, key: str, spec: str, nested: bool) -> None:
+        """Whatever the secret key's spelling, the conversion (one that fails included),
+        and whether the secret sits at the top or one container down, the body hides it."""
+        from obs._format import format_body
+
+        inner = {key: SECRET}
+        mapping: dict[str, Any] = {key: SECRET, "other": inner, "k": [inner]}
+        template = spec.replace("(k)", f"({key})") if not nested else spec
+        assert SECRET not in format_body(template, (mapping,))
