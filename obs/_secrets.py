@@ -108,6 +108,13 @@ _TEXT_PAIR = re.compile(
     r"(?<![\w.-])([A-Za-z_][\w.-]{0,255})(['\"]?[ \t]*[=:][ \t]*)"
     r"(\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
 )
+#: An authorization-like name (``Authorization``, ``Proxy-Authorization``, ``X-Auth``):
+#: its value is a scheme and then the credential, so all of it, to the end of the line or
+#: field, is the secret. Tried from a name's start only; a value already redacted stays.
+_AUTH_PAIR = re.compile(
+    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)(['\"]?[ \t]*[=:][ \t]*)"
+    r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:\[REDACTED\]|[^\r\n,;&)}\]])+)"
+)
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
                  "session", "jwt", "dsn", "bearer")  # fmt: skip
@@ -187,7 +194,8 @@ def scrub_text(text: str) -> str:
     if "=" in text or ":" in text:
         low = text.lower()
         if any(hint in low for hint in _SECRET_HINTS):
-            paired = _TEXT_PAIR.sub(_redact_pair, text)
+            paired = _AUTH_PAIR.sub(rf"\1\2{REDACTED}", text) if "auth" in low else text
+            paired = _TEXT_PAIR.sub(_redact_pair, paired)
             if paired != text:  # a pair cut short may now read as userinfo: scrub again
                 text = scrub_credentials(paired)
     return text

@@ -213,7 +213,7 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         text = f"<unrepresentable {type(obj).__qualname__} object: {type(exc).__name__}>"
     try:
         size = len(text)
-        head = scrub_text(text[: limit + 64])  # what is shown, and a little past the cut
+        head = scrub_text(text[: limit + _SCRUB_MARGIN])  # what is shown, and past the cut
         if size <= limit and len(head) <= limit:
             return _plain_str(head, limit)
         return f"{_plain_str(head[:limit], limit)}...[truncated {size - limit} chars]"
@@ -241,7 +241,7 @@ def _safe_str(obj: object, limit: int = MAX_STR) -> str:
 def _exc_text(exc: BaseException) -> str:
     args = exc.args
     if len(args) == 1 and isinstance(args[0], str):
-        return _truncate(args[0], MAX_STR)
+        return _scrub_cut(str.__str__(args[0]), MAX_STR, scrub_text)
     return str(exc)
 
 
@@ -443,7 +443,7 @@ def _format_one(exc: BaseException) -> str:
     if exc.__traceback__ is not None:
         frames = traceback.extract_tb(exc.__traceback__, limit=-50)  # the innermost 50
         out.append("Traceback (most recent call last):\n")
-        out.extend(_truncate(line, 4096) for line in traceback.format_list(frames))
+        out.extend(_scrub_cut(line, 4096, scrub_text) for line in traceback.format_list(frames))
     cls = type(exc)
     name = (
         cls.__qualname__
@@ -454,7 +454,7 @@ def _format_one(exc: BaseException) -> str:
         text = _exc_text(exc)
     except Exception:
         text = f"<exception str() failed: {safe_repr(exc, 200)}>"
-    out.append(f"{name}: {_truncate(text, 4096)}\n" if text else f"{name}\n")
+    out.append(f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
     return "".join(out)
 
 
@@ -487,11 +487,12 @@ def format_exception(value: object) -> dict[str, str] | None:
             if etype.__module__ not in ("builtins", "__main__")
             else etype.__qualname__
         )
-        message = _safe_str(exc.args[0] if len(exc.args) == 1 else exc)
+        arg = exc.args[0] if len(exc.args) == 1 else exc
+        message = _plain_str(arg, MAX_STR, scrub_text) if isinstance(arg, str) else _safe_str(arg)
         return {
             "exception.type": _plain_str(name, MAX_KEY),
             "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
-            "exception.stacktrace": scrub_text(_plain_str(_format_chain(exc), MAX_STACK)),
+            "exception.stacktrace": _plain_str(_format_chain(exc), MAX_STACK, scrub_text),
         }
     except Exception as err:
         return {

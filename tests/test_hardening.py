@@ -33,6 +33,7 @@ from obs.settings import load_settings
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 SECRET = "SECRET-MARKER-7f3a"
+MAX_STR_LIMIT = 16 * 1024
 FAST = settings(
     max_examples=60,
     deadline=None,
@@ -1003,3 +1004,47 @@ class TestTextSecrets:
         mapping: dict[str, Any] = {key: SECRET, "other": inner, "k": [inner]}
         template = spec.replace("(k)", f"({key})") if not nested else spec
         assert SECRET not in format_body(template, (mapping,))
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            f"GET /repos failed; Authorization: token {SECRET}",
+            f"Proxy-Authorization: Basic realm {SECRET}\nnext line",
+            f"headers={{'Authorization': 'token {SECRET}'}}",
+            f"Namespace(auth=token {SECRET})",
+        ],
+    )
+    def test_authorization_value_to_its_end(self, text: str) -> None:
+        """An authorization-like name's whole value (a scheme, then the credential) is
+        redacted, not just its first word (``Authorization: [REDACTED] <secret>``)."""
+        from obs.encode import scrub_text
+
+        assert SECRET not in scrub_text(text)
+        assert "next line" in scrub_text(text) or "next line" not in text
+
+    @pytest.mark.parametrize("cut", [4096, MAX_STR_LIMIT])
+    def test_credential_across_a_cut(self, cut: int, configure_json: Configure) -> None:
+        """A URL whose ``@`` falls just past a cut (an exception message's 4096 chars in
+        the stack trace, MAX_STR in the message) is scrubbed before the cut."""
+        read = configure_json()
+        url = f"https://bob:{SECRET}@db.example/x"
+        error = ConnectionError("x" * (cut - url.index("@")) + url)
+        obs.get_logger("t").error("db_failed", exc_info=error)
+        record = read()[0]
+        assert SECRET not in json.dumps(record)
+
+    @FAST
+    @given(
+        name=st.sampled_from(["Authorization", "proxy-authorization", "X-Auth", "auth"]),
+        sep=st.sampled_from([": ", "=", "': '", ":\t"]),
+        scheme=st.from_regex(r"[A-Za-z]{0,10}( [A-Za-z]{1,6})?", fullmatch=True),
+        end=st.sampled_from(["", "\n", ", x=1", "; y", ")", "'}"]),
+    )
+    def test_authorization_any_scheme(self, name: str, sep: str, scheme: str, end: str) -> None:
+        """Whatever the scheme words before it, the credential after an authorization-like
+        name is never left in text, and what follows its field stays."""
+        from obs.encode import scrub_text
+
+        text = f"{name}{sep}{scheme} {SECRET}{end}"
+        assert SECRET not in scrub_text(text)
+        assert scrub_text(text).endswith(end.rstrip("'}"))
