@@ -67,7 +67,7 @@ class FusedLine:
         return False (nothing written): not plain."""
         if type(event) is not str or type(level) is not int or logger._context:
             return False
-        if not event.isidentifier() and credential_hint(event):
+        if credential_hint(event) and not event.isidentifier():
             return False  # the chain scrubs it (an identifier cannot hold a credential)
         runtime = self._runtime
         if runtime.processors is not self._chain or len(event) > MAX_STR:
@@ -84,7 +84,7 @@ class FusedLine:
                 cls = type(value)
                 if cls is str:
                     if len(value) >= MAX_STR or (
-                        not value.isidentifier() and credential_hint(value)
+                        credential_hint(value) and not value.isidentifier()
                     ):
                         return False
                 elif cls is float:

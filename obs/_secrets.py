@@ -118,7 +118,9 @@ _AUTH_PAIR = re.compile(
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
                  "session", "jwt", "dsn", "bearer")  # fmt: skip
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{6,}")
+#: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
+#: a message): the same four characters :func:`_bearer_hint` looks for first.
+_BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+[a-z0-9._~+/=-]{6,}")
 
 
 def key_words(key: str) -> tuple[str, ...]:
@@ -156,8 +158,15 @@ def is_secret_name(key: str) -> bool:
 def credential_hint(text: str) -> bool:
     """False when :func:`scrub_credentials` would surely leave ``text`` as it is: a few
     C-level substring tests, so a plain value costs next to nothing."""
-    return "@" in text or (
-        len(text) >= 12  # "basic" + a space + 6 token characters, the shortest bearer match
+    return "@" in text or _bearer_hint(text)
+
+
+def _bearer_hint(text: str) -> bool:
+    """Whether ``text`` may hold a bearer/basic credential: blanks first (a character
+    search each, cheap on any text), then the schemes' letters (dearer on long text)."""
+    return (
+        len(text) >= 12  # "basic" + a blank + 6 token characters, the shortest match
+        and (" " in text or "\t" in text or "\n" in text or "\r" in text)
         and ("earer" in text or "asic" in text or "EARER" in text or "ASIC" in text)
     )
 
@@ -170,7 +179,7 @@ def scrub_credentials(text: str) -> str:
     """
     if "@" in text and ":" in text:
         text = _AT_TOKEN.sub(_url_token, text)
-    if "earer" in text or "asic" in text or "EARER" in text or "ASIC" in text:
+    if _bearer_hint(text):
         text = _BEARER.sub(rf"\1 {REDACTED}", text)
     return text
 

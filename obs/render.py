@@ -113,9 +113,23 @@ def _bounded_name(key: object) -> str:
     return str(text)[:MAX_KEY]
 
 
-def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]:
+_UNMADE = object()
+
+
+def _made(made: dict[Any, Any], key: object, value: object) -> Any:
+    """``to_jsonable(value)``, once per key across the passes of one line."""
+    safe = made.get(key, _UNMADE)
+    if safe is _UNMADE:
+        safe = made[key] = to_jsonable(value)
+    return safe
+
+
+def _safe_dict(
+    event_dict: EventDict, value_limit: int | None, made: dict[Any, Any] | None = None
+) -> dict[str, Any]:
     """The slow path's copy: control fields first and intact, then at most MAX_FIELDS user
-    fields, each made safe on its own (``value_limit``: shorten each to that many chars)."""
+    fields, each made safe on its own (``value_limit``: shorten each to that many chars;
+    ``made``: the values already made safe by an earlier pass, by key, kept for the next)."""
     out: dict[str, Any] = {}
     for key in CONTROL_FIELDS:
         if key in event_dict:
@@ -129,7 +143,7 @@ def _safe_dict(event_dict: EventDict, value_limit: int | None) -> dict[str, Any]
             continue
         name = key if type(key) is str and len(key) <= MAX_KEY else _bounded_name(key)
         try:
-            safe = to_jsonable(value)
+            safe = to_jsonable(value) if made is None else _made(made, key, value)
             if value_limit is not None and not isinstance(safe, (int, float, bool, type(None))):
                 text = safe if isinstance(safe, str) else orjson.dumps(safe).decode()
                 safe = text if len(text) <= value_limit else text[:value_limit] + "..."
@@ -188,9 +202,10 @@ def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> b
         )
     ):
         return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
+    made: dict[Any, Any] = {}  # each value is made safe (walked, scrubbed) once
     for limit in (None, 1024, 64):
         try:
-            out = orjson.dumps(_safe_dict(event_dict, limit), option=option)
+            out = orjson.dumps(_safe_dict(event_dict, limit, made), option=option)
         except Exception:  # a value even the safe copy could not write: shorten further
             out = b""
         if out and len(out) <= MAX_LINE:

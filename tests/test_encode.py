@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import obs
+import obs.encode
 import obs.testing
 from obs._config import STATE
 from obs.encode import (
@@ -621,6 +622,14 @@ class TestBodyIsText:
 
 
 class TestScrubText:
+    @pytest.mark.parametrize("blank", [" ", "\t", "\n", "\r", "  \t"])
+    @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BASIC", "Basic"])
+    def test_bearer_after_any_blank(self, scheme: str, blank: str) -> None:
+        """The cheap hint in front of the scheme pattern lets every blank through."""
+        assert "abc123secret" not in obs.encode.scrub_credentials(
+            f"sent {scheme}{blank}abc123secret to the proxy"
+        )
+
     @pytest.mark.parametrize(
         "text",
         [
