@@ -92,6 +92,16 @@ PLAIN_TYPES = frozenset(_SCALARS)
 _IS_STR = str.__instancecheck__
 
 
+def _any_credential(values: Iterable[Any]) -> bool:
+    """Whether any str among ``values`` may hold a credential: one C-level join and test
+    for an event of short texts; each text by itself past 4 KiB (the letters a long value
+    lacks must not be found in its neighbours)."""
+    joined = "\0".join(filter(_IS_STR, values))
+    if len(joined) <= 4096:
+        return credential_hint(joined)
+    return any(map(credential_hint, filter(_IS_STR, values)))
+
+
 class _FlatMark:
     """The type of :data:`FLAT`: one instance, never equal to anything a caller can pass."""
 
@@ -581,7 +591,7 @@ class Redactor:
         body = event_dict.get("body", "")
         if type(body) is not str:  # before the export and the renderer: one text for both
             event_dict["body"] = body_text(body, event_dict.get("event"))
-        if credential_hint("\0".join(filter(_IS_STR, event_dict.values()))):  # C-level
+        if _any_credential(event_dict.values()):
             for key, value in event_dict.items():  # event, body and str values alike
                 if type(value) is str and key[:5] != "_obs_":
                     event_dict[key] = scrub_credentials(value)
