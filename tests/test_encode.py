@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _keys import OddKey as _OddKey
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -331,18 +332,6 @@ class TestFormatException:
         """An exception whose __str__ raises is still described."""
         fields = format_exception(BrokenStrError("x"))
         assert "x" == fields["exception.message"]  # type: ignore[index]
-
-
-class _OddKey(str):
-    """A str subclass key with its own hash and equality (equal to nothing but itself)."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return 12345
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
 
 
 class _Shouting(str):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _keys import OddKey as _OddKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -129,18 +130,6 @@ class TestOnRealLines:
             type(line["timestamp"]),
         )
         assert [] == [k for k in line if k.startswith(PRIVATE_PREFIX)]
-
-
-class _OddKey(str):
-    """A str subclass key with its own hash and equality (equal to nothing but itself)."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return 12345
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
 
 
 class TestStrSubclassKeys:

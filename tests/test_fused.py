@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _keys import OddKey as _OddKey
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -31,18 +32,6 @@ NOW = 1_764_820_800_123_456_789
 
 class _Color(str, enum.Enum):
     RED = "red"
-
-
-class _OddKey(str):
-    """A str subclass name with its own hash and equality (equal to nothing but itself)."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return 12345
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
 
 
 class _Level(enum.IntEnum):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import structlog
+from _keys import OddKey as _OddKey
 
 import obs.processors
 
@@ -109,18 +110,6 @@ class TestPrivateNames:
             record["level"],
         )
         assert record["timestamp"].endswith("Z")
-
-
-class _OddKey(str):
-    """A str subclass key with its own hash and equality (equal to nothing but itself)."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return 12345
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
 
 
 class TestStrSubclassKeys:
