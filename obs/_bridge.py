@@ -201,8 +201,8 @@ def adopt_consoles(handler: ObsHandler, names: Iterable[str]) -> list[str]:
             taken.append(name)
         for logger in detached_loggers(prefixes):
             consoles = _console_handlers(logger)
-            if not consoles:
-                continue
+            if not consoles and logger.parent is not None:
+                continue  # none of its records is lost (no parent: logging's last resort)
             handler.detached.setdefault(
                 id(logger), Adopted(tuple(consoles), logger.propagate, logger, logger.parent)
             )

@@ -834,6 +834,29 @@ class TestDetachedLoggers:
         obs.testing.reset()
         assert ([console], None, True) == (_consoles(detached), detached.parent, detached.propagate)
 
+    def test_one_without_handlers_is_adopted_too(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        configure_json: Configure,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """A detached logger with no handler at all sent its WARNINGs to logging's last
+        resort (plain text on stderr, never exported): it is given its tree parent too."""
+        bare = logging.Logger("detlib.bare")  # noqa: LOG001 - built outside the tree, on purpose
+        module = types.ModuleType("detlib.bare.core")
+        module.logger = bare  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "detlib.bare.core", module)
+        try:
+            read = configure_json(adopt_loggers=["detlib"])
+            bare.warning("bare %s", "logger")
+            assert (["bare logger"], logging.getLogger()) == (
+                [r["body"] for r in read()],
+                bare.parent,
+            )
+        finally:
+            obs.testing.reset()
+        assert (None, "") == (bare.parent, capsys.readouterr().out)
+
     def test_parent_is_the_nearest_existing_ancestor(
         self, detached: logging.Logger, configure_json: Configure
     ) -> None:
