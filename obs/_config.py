@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from obs._logger import gate_levels
 from obs._seams import default_sink_factory
 from obs.errors import ConfigError
 from obs.settings import Settings, load_settings
@@ -73,6 +74,11 @@ class Holder:
             os.register_at_fork(after_in_child=self._after_fork)
         return self._lock
 
+    def _set_level(self, level: int) -> None:
+        """Record the current runtime's level, and gate the loggers' methods below it."""
+        self.level = level
+        gate_levels(level)
+
     def _after_fork(self) -> None:
         self._lock = threading.RLock()
         if self.bridge is not None:  # held across a walk of the loggers in configure()
@@ -99,7 +105,7 @@ class Holder:
                     runtime = Runtime(settings, build_sink=False)
                 runtime.captures.extend(self.sinks)
                 self.runtime = runtime
-                self.level = runtime.level
+                self._set_level(runtime.level)
                 self._register_atexit()
                 for error in errors:
                     runtime.report(
@@ -164,7 +170,7 @@ class Holder:
             )
             runtime.captures.extend(self.sinks)
             self.runtime = runtime
-            self.level = runtime.level
+            self._set_level(runtime.level)
             if old is not None:
                 if not keep:
                     old.emit_summaries()
@@ -193,7 +199,7 @@ class Holder:
             if bridge is not None:
                 bridge.remove_bridge(self)
             old, self.runtime = self.runtime, None
-            self.level = 0
+            self._set_level(0)
             if old is not None:
                 old.shutdown(timeout=0.5)
 

@@ -1,9 +1,10 @@
 """The bound logger ``obs.get_logger()`` returns.
 
-A small structlog-style bound logger (``bind``/``unbind``/``new``) whose methods check the
-level first, so a call below the level costs one attribute read and a compare, and whose
-``*_once`` methods decide scope and dedup before building any event dict, so a suppressed
-repeat is cheaper than vLLM's ``lru_cache`` path. It holds a reference to the holder, not
+A small structlog-style bound logger (``bind``/``unbind``/``new``). Its plain methods of
+levels below the runtime's are swapped for quiet ones (:func:`gate_levels`), so a call
+below the level costs one ``stage`` test; its ``*_once`` methods decide scope and dedup
+before building any event dict, so a suppressed repeat is cheaper than vLLM's
+``lru_cache`` path. It holds a reference to the holder, not
 to a chain, so ``configure()`` again reaches it.
 """
 
@@ -87,8 +88,6 @@ class BoundLogger:
 
     def debug(self, event: str, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
-        if self._holder.level > _D and "stage" not in kw:
-            return  # below the level, and no stage can raise it: nothing to do
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log(self, _D, "debug", event, kw, args)
@@ -173,6 +172,46 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
     once.__qualname__ = f"BoundLogger.{method}_once"
     once.__doc__ = f"Log ``event`` at {method.upper()} once per key (and count the repeats)."
     return once
+
+
+def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
+    """``loud`` for a level below the runtime's: only a ``stage`` can raise such a call
+    above it, so without one the call returns at once (structlog's no-op, plus one test)."""
+
+    def quiet(self: BoundLogger, event: str, /, *args: Any, **kw: Any) -> None:
+        if "stage" in kw:
+            loud(self, event, *args, **kw)
+
+    quiet.__name__, quiet.__qualname__, quiet.__doc__ = (
+        loud.__name__,
+        loud.__qualname__,
+        loud.__doc__,
+    )
+    return quiet
+
+
+#: The plain methods of each level (aliases included), loud (as defined) and quiet.
+_GATED = (
+    (_D, ("debug",)),
+    (_I, ("info",)),
+    (_W, ("warning", "warn")),
+    (_E, ("error",)),
+    (_C, ("critical", "fatal")),
+)
+_LOUD = {name: vars(BoundLogger)[name] for _, names in _GATED for name in names}
+_QUIET = {name: _quiet(method) for name, method in _LOUD.items()}
+
+
+def gate_levels(level: int) -> None:
+    """Give :class:`BoundLogger` the quiet method of every level below ``level`` and the
+    loud one of the others: the holder calls this whenever its runtime's level changes,
+    so a call below the level costs no level lookup at all. There is one holder
+    (``obs._config.STATE``): every logger reads the same level, so it can live here."""
+    for method_level, names in _GATED:
+        table = _QUIET if method_level < level else _LOUD
+        for name in names:
+            if vars(BoundLogger)[name] is not table[name]:  # unchanged: keep type caches
+                setattr(BoundLogger, name, table[name])
 
 
 def _method(level: int) -> str:

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import obs
+import obs.testing
 from obs._config import STATE
 from obs._fields import PRIVATE_KEYS
 
@@ -160,6 +163,87 @@ class TestLevels:
         log.warning("plain")
         log.warning_once("once")
         assert ["plain"] == [r["event"] for r in read()]
+
+
+class TestLevelGate:
+    """The plain methods below the runtime's level are swapped for quiet ones
+    (``gate_levels``): whatever the sequence of configure/reset calls, a call is written
+    exactly when its level (raised by a ``stage``) reaches the level in force."""
+
+    METHODS = {
+        "debug": logging.DEBUG,
+        "info": logging.INFO,
+        "warning": logging.WARNING,
+        "warn": logging.WARNING,
+        "error": logging.ERROR,
+        "critical": logging.CRITICAL,
+        "fatal": logging.CRITICAL,
+    }
+    #: None: obs.testing.reset() (the next call configures from the defaults: INFO).
+    LEVELS = (None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+    @given(
+        steps=st.lists(
+            st.tuples(
+                st.sampled_from(LEVELS),
+                st.lists(
+                    st.tuples(
+                        st.sampled_from(sorted(METHODS)),
+                        st.sampled_from([None, "attempt", "terminal_failure", "fallback"]),
+                    ),
+                    max_size=6,
+                ),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    @settings(max_examples=40, deadline=None)
+    def test_written_iff_at_or_above_the_level(
+        self, steps: list[tuple[str | None, list[tuple[str, str | None]]]]
+    ) -> None:
+        log = obs.get_logger("gate")  # made before any configure: reaches every later one
+        try:
+            for level_name, calls in steps:
+                if level_name is None:
+                    obs.testing.reset()
+                else:
+                    obs.configure(format="json", sdk_disabled=True, level=level_name)
+                runtime = STATE.runtime or STATE.ensure()
+                for method, stage in calls:
+                    expected = self.METHODS[method]
+                    if stage is not None:
+                        expected = runtime.effective_level(expected, stage)
+                    with obs.testing.capture_events() as events:
+                        if stage is None:
+                            getattr(log, method)("gated", n=1)
+                        else:
+                            getattr(log, method)("gated", n=1, stage=stage)
+                    written = [e["event"] for e in events]
+                    assert written == (["gated"] if expected >= runtime.level else []), (
+                        level_name,
+                        method,
+                        stage,
+                    )
+        finally:
+            obs.testing.reset()
+
+    def test_gate_follows_the_level(self) -> None:
+        """Quiet methods exactly below the level, loud ones from it up, back to loud after
+        reset (level 0: nothing known yet)."""
+        from obs._logger import _LOUD, _QUIET, BoundLogger
+
+        def quiet_names() -> set[str]:
+            return {name for name in _LOUD if vars(BoundLogger)[name] is _QUIET[name]}
+
+        try:
+            obs.configure(format="json", sdk_disabled=True, level="ERROR")
+            assert {"debug", "info", "warning", "warn"} == quiet_names()
+            obs.configure(format="json", sdk_disabled=True, level="DEBUG")
+            assert set() == quiet_names()
+        finally:
+            obs.testing.reset()
+        assert set() == quiet_names()
 
 
 class TestContext:
