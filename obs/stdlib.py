@@ -146,9 +146,13 @@ def _once_method(level: int, name: str) -> Callable[..., None]:
             return
         runtime = STATE.runtime
         if runtime is not None and type(msg) is str:
-            hit = runtime.once_cache.repeat(
-                self.name, level, msg if scope is _LOCAL else OnceCache.slot(msg, scope), args
-            )  # never raises
+            if scope is _LOCAL:
+                slot: object = msg
+            elif type(scope) is str:  # OnceCache.slot, inlined: a call fewer per repeat
+                slot = msg if scope == "local" else (msg, scope)
+            else:
+                slot = OnceCache.slot(msg, scope)
+            hit = runtime.once_cache.repeat(self.name, level, slot, args)  # never raises
             if hit:  # a plain suppressed repeat, counted
                 if hit == HIT_DUE:
                     runtime.emit_summaries()
