@@ -17,6 +17,7 @@ __all__ = [
     "SECRET_LAST_WORDS",
     "SECRET_PAIRS",
     "SECRET_WORDS",
+    "bearer_hint",
     "credential_hint",
     "is_secret_name",
     "key_words",
@@ -119,7 +120,7 @@ _AUTH_PAIR = re.compile(
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
                  "session", "jwt", "dsn", "bearer")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
-#: a message): the same four characters :func:`_bearer_hint` looks for first.
+#: a message): the same four characters :func:`bearer_hint` looks for first.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+[a-z0-9._~+/=-]{6,}")
 
 
@@ -158,10 +159,10 @@ def is_secret_name(key: str) -> bool:
 def credential_hint(text: str) -> bool:
     """False when :func:`scrub_credentials` would surely leave ``text`` as it is: a few
     C-level substring tests, so a plain value costs next to nothing."""
-    return "@" in text or _bearer_hint(text)
+    return "@" in text or bearer_hint(text)
 
 
-def _bearer_hint(text: str) -> bool:
+def bearer_hint(text: str) -> bool:
     """Whether ``text`` may hold a bearer/basic credential: a blank and a ``b`` first (a
     character search each, cheap on any text), then the schemes' letters (dearer)."""
     return (
@@ -180,7 +181,7 @@ def scrub_credentials(text: str) -> str:
     """
     if "@" in text and ":" in text:
         text = _AT_TOKEN.sub(_url_token, text)
-    if _bearer_hint(text):
+    if bearer_hint(text):
         text = _BEARER.sub(rf"\1 {REDACTED}", text)
     return text
 
