@@ -102,13 +102,17 @@ _URL_PASSWORD = re.compile(
 )
 #: A whitespace- or quote-delimited token with a ``:`` before an ``@``, from its start only.
 _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
-#: ``name=value`` / ``name: value`` pairs in text (reprs of Namespace-like objects, a
-#: formatted message); the name decides, through :func:`is_secret_key`.
-#: A value already ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
-_TEXT_PAIR = re.compile(
-    r"(?<![\w.-])([A-Za-z_][\w.-]{0,255})(['\"]?[ \t]*[=:][ \t]*)"
-    r"(\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
+#: The start of a ``name=value`` / ``name: value`` pair in text (reprs of Namespace-like
+#: objects, a formatted message, a URL's query), or of a ``('name', value)`` pair (a
+#: header list's repr): the name and its separator. The name decides, through
+#: :func:`is_secret_name`; it is any run of word characters, ``.`` and ``-``
+#: (``--hf-token``, ``2fa_token``), at any length (its end decides too).
+_PAIR_NAME = re.compile(
+    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)(['\"]?[ \t]*[=:][ \t]*|['\"][ \t]*,[ \t]*)"
 )
+#: A pair's value: quoted, or up to a blank or a delimiter. A value already
+#: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
+_PAIR_VALUE = re.compile(r"\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+")
 #: An authorization-like name (``Authorization``, ``Proxy-Authorization``, ``X-Auth``):
 #: its value is a scheme and then the credential, so all of it, to the end of the line or
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
@@ -202,24 +206,50 @@ def scrub_text(text: str) -> str:
     ``Namespace(hf_token=...)``.
     """
     text = scrub_credentials(text)
-    if "=" in text or ":" in text:
+    if "=" in text or ":" in text or "," in text:
         low = text.lower()
         if any(hint in low for hint in _SECRET_HINTS):
             paired = _AUTH_PAIR.sub(rf"\1\2{REDACTED}", text) if "auth" in low else text
-            paired = _TEXT_PAIR.sub(_redact_pair, paired)
+            paired = _redact_pairs(paired)
             if paired != text:  # a pair cut short may now read as userinfo: scrub again
                 text = scrub_credentials(paired)
     return text
 
 
 @functools.lru_cache(maxsize=2048)
-def _secret_name(name: str) -> bool:
-    """:func:`is_secret_key` for names met in text, cached (names repeat, and are bounded)."""
+def _secret_short_name(name: str) -> bool:
+    """:func:`is_secret_name` for names met in text, cached (names repeat)."""
     return is_secret_name(name)
 
 
-def _redact_pair(match: re.Match[str]) -> str:
-    name = match.group(1)
-    if not _secret_name(name) or match.group(3) == REDACTED:
-        return match.group(0)
-    return f"{name}{match.group(2)}{REDACTED}"
+def _secret_name(name: str) -> bool:
+    """:func:`is_secret_name` for a name met in text; only short names are cached."""
+    return _secret_short_name(name) if len(name) <= MAX_KEY else is_secret_name(name)
+
+
+def _redact_pairs(text: str) -> str:
+    """``text`` with the value of each secret-named pair replaced by ``[REDACTED]``.
+
+    A pair whose name is not secret consumes only its name and separator: its value is
+    scanned for pairs in turn (``error: password=x``, ``config={'api_key': 'x'}``,
+    ``url=http://h/?token=x`` each hide a secret pair inside another pair's value). One
+    pass: each search starts where the last one ended.
+    """
+    parts: list[str] = []
+    done = pos = 0
+    while (name := _PAIR_NAME.search(text, pos)) is not None:
+        pos = name.end()
+        if not _secret_name(name.group(1)):
+            continue
+        value = _PAIR_VALUE.match(text, pos)
+        if value is None:
+            continue
+        if value.group() != REDACTED:
+            parts.append(text[done:pos])
+            parts.append(REDACTED)
+            done = value.end()
+        pos = value.end()
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)

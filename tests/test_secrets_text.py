@@ -1,0 +1,164 @@
+"""Secrets in text obs writes: a secret-named pair hidden inside another pair's value, on
+every route (JSON lines, OBS_FILE, OTLP over a real receiver, the spool)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from obs._receiver import OTLPReceiver
+from obs.encode import scrub_text
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "Zq9hunter2Zq9"
+
+#: Secret-looking names as they are spelled in text (query strings, CLI flags, reprs).
+SECRET_NAMES = ["password", "api_key", "apiKey", "X-Api-Key", "hf_token", "--hf-token",
+                "client_secret", "access_token", "db_password", "2fa_token", "privateKey",
+                "session_cookie", "token", "DB_PASSWORD"]  # fmt: skip
+#: A non-secret pair whose value a secret pair hides in.
+OUTER_NAMES = ["ValueError", "error", "config", "cfg", "url", "http", "https", "details",
+               "x", "note", "args", "Caused by", "reason"]  # fmt: skip
+OUTER_SEPS = ["=", ": ", ":", " = ", "=(", ": [", "='", '="']
+#: How the secret pair reads inside that value: dict repr, JSON, query, kwargs, tuple pair.
+INNER = ["{{'{k}': '{v}'}}", '{{"{k}": "{v}"}}', "/v1/logs?{k}={v}&x=1", "{k}={v}",
+         "M({k}='{v}', n=1)", "[('{k}', '{v}')]", "{k}: {v}", "//h:1/?a=1&{k}={v}"]  # fmt: skip
+
+
+class TestNestedPairs:
+    @pytest.mark.parametrize(
+        "text",
+        [
+            f"ValueError: {{'password': '{SECRET}'}}",
+            f"bad config: {{'api_key': '{SECRET}'}}",
+            f"M(hf='x', cfg={{'token': '{SECRET}'}})",
+            f"OTLP export to http://h:4318/v1/logs?api_key={SECRET}&x=1 failed",
+            f"Max retries exceeded with url: /v1/logs?token={SECRET} (Caused by ...)",
+            f"error: password={SECRET}",
+            f"dict_items([('password', '{SECRET}')])",
+            f"argv: --model m --hf-token={SECRET} --port 1",
+            f"2fa_token={SECRET}",
+            "a" * 300 + f"_password={SECRET}",
+        ],
+    )
+    def test_secret_pair_inside_another_value(self, text: str) -> None:
+        """A pair whose name is not secret no longer swallows the secret pair in its value
+        (``error: password=x`` read as name ``error``, value ``password=x``: kept)."""
+        out = scrub_text(text)
+        assert SECRET not in out
+        assert "[REDACTED]" in out
+        assert out == scrub_text(out)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        outer=st.sampled_from(OUTER_NAMES),
+        sep=st.sampled_from(OUTER_SEPS),
+        inner=st.sampled_from(INNER),
+        key=st.sampled_from(SECRET_NAMES),
+        value=st.text("abcdefXYZ0123456789_-./+", min_size=1, max_size=12),
+        prefix=st.sampled_from(["", "failed: ", "x ", "("]),
+    )
+    def test_any_nesting(  # noqa: PLR0917 - Hypothesis passes each drawn part
+        self, outer: str, sep: str, inner: str, key: str, value: str, prefix: str
+    ) -> None:
+        """Whatever pair, URL or repr a secret pair sits in, its value is not written."""
+        secret = f"Qz{value}Qz"
+        text = prefix + outer + sep + inner.format(k=key, v=secret)
+        out = scrub_text(text)
+        assert secret not in out, (text, out)
+        assert out == scrub_text(out)
+
+    def test_plain_pairs_stay(self) -> None:
+        """Pairs with ordinary names are left as they are."""
+        text = "url=http://h:4318/v1/logs?x=1 cfg={'n': 2, 'model': 'm'} backend: mnnvl"
+        assert text == scrub_text(text)
+
+
+CHILD = """
+import sys
+import obs
+obs.configure()
+log = obs.get_logger("app")
+S = sys.argv[1]
+cfg = {"api_key": S, "model": "m"}
+try:
+    raise RuntimeError(f"bad config: {cfg}")
+except RuntimeError as exc:
+    log.exception("workspace_terminal_failure", err=exc)
+log.warning("loaded %s", f"url: /v1/logs?token={S}")
+obs.flush(timeout=5)
+"""
+
+
+def _run_child(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(CHILD))
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    full.update(PYTHONPATH=str(ROOT), OBS_FILE=str(tmp_path / "f.jsonl"), OBS_FORMAT="json")
+    full.update(OBS_SPOOL_DIR=str(tmp_path / "spool"), OTEL_BLRP_SCHEDULE_DELAY="50", **env)
+    return subprocess.run(
+        [sys.executable, str(script), SECRET],
+        cwd=tmp_path,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_nested_pairs_on_every_route(tmp_path: Path, protocol: str) -> None:
+    """Exception text, an exception field and a formatted body,
+    each with a secret pair inside another pair: not on stderr, in OBS_FILE nor in what a
+    real OTLP receiver got; the alert's event arrives intact on each route."""
+    with OTLPReceiver() as rx:
+        grpc = protocol == "grpc"
+        proc = _run_child(
+            tmp_path,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.grpc_endpoint if grpc else rx.http_endpoint,
+             "OTEL_EXPORTER_OTLP_PROTOCOL": protocol},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        rx.wait_for(predicate=lambda r: r["attributes"].get("event") == "loaded %s", timeout=10)
+        records = rx.records
+    lines = [json.loads(x) for x in proc.stderr.splitlines()]
+    written = (tmp_path / "f.jsonl").read_text()
+    assert SECRET not in proc.stderr
+    assert SECRET not in written
+    assert SECRET not in repr(records)
+    assert {"workspace_terminal_failure", "loaded %s"} <= {line["event"] for line in lines}
+    alert = [r for r in records if r["attributes"].get("event") == "workspace_terminal_failure"]
+    assert alert
+    assert alert[0]["event_name"] == "workspace_terminal_failure"
+
+
+def test_query_token_of_endpoint_not_written(tmp_path: Path) -> None:
+    """An endpoint whose query holds a token (a SaaS collector's ``?api_key=``): obs' own
+    export-failure report, the SDK's retry warnings and the spool never show it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _run_child(
+        tmp_path,
+        {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": f"http://127.0.0.1:{port}/v1/logs?api_key={SECRET}&x=1",
+         "OTEL_EXPORTER_OTLP_TIMEOUT": "0.5", "OBS_SHUTDOWN_TIMEOUT": "2"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stderr.splitlines()]
+    assert "obs_internal_error" in {line["event"] for line in lines}
+    assert SECRET not in proc.stderr
+    assert SECRET not in (tmp_path / "f.jsonl").read_text()
+    spooled = list((tmp_path / "spool").iterdir())
+    assert spooled
+    for path in spooled:
+        assert SECRET.encode() not in path.read_bytes(), path.name
