@@ -73,6 +73,7 @@ from comm.events import (
     WorkspaceInitialized,
     WorkspaceTerminalFailure,
 )
+from obs.encode import error_text
 from obs.errors import ConfigError
 from obs.events import emit
 from obs.fallback import ChainEvents, FallbackResult, FallbackRunner, Stage
@@ -586,7 +587,7 @@ class FiArWorkspaces:
         except Exception as exc:
             emit(
                 WorkspaceDestroyFailed(
-                    chain, str(getattr(ws, "backend", "?")), type(exc).__name__, str(exc)[:2000]
+                    chain, str(getattr(ws, "backend", "?")), type(exc).__name__, error_text(exc)
                 ),
                 logger=LOGGER_NAME,
                 scope="process",

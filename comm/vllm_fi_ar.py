@@ -21,6 +21,7 @@ import inspect
 import sys
 
 import obs
+from obs.encode import error_text
 from obs.vllm_plugin import enabled
 
 #: The variable that turns the routing on.
@@ -50,7 +51,7 @@ def register() -> None:
             return
         install()
     except Exception as exc:  # never raise into vLLM
-        _report(type(exc).__name__, str(exc))
+        _report(type(exc).__name__, error_text(exc))
 
 
 def install() -> list[str]:

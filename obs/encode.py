@@ -27,6 +27,7 @@ __all__ = [
     "Redactor",
     "body_text",
     "credential_hint",
+    "error_text",
     "format_exception",
     "is_secret_key",
     "key_words",
@@ -34,6 +35,7 @@ __all__ = [
     "safe_repr",
     "scrub_credentials",
     "scrub_text",
+    "scrubbed_text",
     "to_jsonable",
     "to_otel_value",
 ]
@@ -253,6 +255,22 @@ def _exc_text(exc: BaseException) -> str:
     if len(args) == 1 and isinstance(args[0], str):
         return _scrub_cut(str.__str__(args[0]), MAX_STR, scrub_text)
     return str(exc)
+
+
+def error_text(exc: BaseException, limit: int = 2000) -> str:
+    """An exception's text as obs writes it in an event's field (``error_message``): never
+    raises, scrubbed as all exception text is (secret pairs too), then cut to ``limit``."""
+    try:
+        text = str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
+    return scrubbed_text(text, limit)
+
+
+def scrubbed_text(text: str, limit: int = MAX_STR) -> str:
+    """``text`` as obs writes its own text: scrubbed (secret pairs too), then cut to
+    ``limit`` (so no half of a credential is left at the cut), valid UTF-8."""
+    return _plain_str(text, limit, scrub_text)
 
 
 def _numpy_scalar(obj: object) -> tuple[bool, object]:

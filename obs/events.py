@@ -57,12 +57,15 @@ from obs._own_events import (
 )
 from obs._registry import REGISTRY, STAGES, Event, EventRegistry, Stage
 from obs._schema import COMMON_FIELDS, cli_schema, json_schema, markdown
+from obs.encode import error_text, scrubbed_text
 
 
 def emit(event: Event, /, *, logger: str | None = None, **control: Any) -> None:
     """Log a typed event at its level, with ``stage``, ``body`` and its fields.
 
-    ``control`` (scope, once, once_key, every_n, every_seconds, exc_info, ...) goes to the
+    The event's text (its str fields and the body built from them: error messages, hints)
+    is scrubbed as obs' own text is, secret pairs too. ``control`` (scope, once, once_key,
+    every_n, every_seconds, exc_info, ...) goes to the
     logger as is; ``once=True`` without ``once_key`` keys on the event's ``identity``
     fields. The event class owns its name, stage and fields: a keyword naming one of them
     (``stage="recovered"`` on a terminal failure) is kept as ``user.<name>``, never
@@ -70,12 +73,12 @@ def emit(event: Event, /, *, logger: str | None = None, **control: Any) -> None:
     """
     try:
         cls = type(event)
-        fields = event.fields()
+        fields = {k: _scrubbed(v) for k, v in event.fields().items()}
         if control.get("once") and "once_key" not in control:
             control["once_key"] = event.once_key()
         if cls.stage is not None:
             fields["stage"] = cls.stage
-        fields.setdefault("body", event.body())
+        fields.setdefault("body", scrubbed_text(event.body()))
         owned = set(fields) | CONTROL_SET
         owned.discard("body")  # a caller may word the message
         for key, value in control.items():
@@ -85,13 +88,22 @@ def emit(event: Event, /, *, logger: str | None = None, **control: Any) -> None:
         _report_emit_failure(event, exc)
 
 
+def _scrubbed(value: Any) -> Any:
+    """A typed event's field value with its text scrubbed (a str, or strs in a tuple)."""
+    if type(value) is str:
+        return scrubbed_text(value)
+    if type(value) is tuple and any(type(v) is str for v in value):
+        return tuple(scrubbed_text(v) if type(v) is str else v for v in value)
+    return value
+
+
 def _report_emit_failure(event: object, exc: Exception) -> None:
     try:
         BoundLogger("obs", STATE).error(
             "obs_internal_error",
             where="obs.events.emit",
             error_type=type(exc).__name__,
-            error_message=f"{type(event).__name__}: {exc}"[:1000],
+            error_message=f"{type(event).__name__}: {error_text(exc, 1000)}",
             once=True,
             once_key=("where", "error_type"),
         )

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from obs import events as _events
+from obs.encode import error_text
 from obs.events import (
     ChainAttempt,
     ChainAttemptFailed,
@@ -319,8 +320,6 @@ def _ms(start_ns: int) -> float:
 
 
 def _message(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:
-        text = f"<unprintable {type(exc).__name__}>"
-    return text if len(text) <= 2000 else text[:2000] + "..."
+    """The error message an attempt keeps: scrubbed, then cut (every event, the result's
+    ``describe()`` and comm's errors show it)."""
+    return error_text(exc, 2000)

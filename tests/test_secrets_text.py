@@ -162,3 +162,58 @@ def test_query_token_of_endpoint_not_written(tmp_path: Path) -> None:
     assert spooled
     for path in spooled:
         assert SECRET.encode() not in path.read_bytes(), path.name
+
+
+FALLBACK_CHILD = """
+import sys
+import obs
+from obs.events import ChainTerminalFailure, emit
+from obs.fallback import FallbackRunner, Stage
+obs.configure()
+S = sys.argv[1]
+def pair():
+    raise RuntimeError(f"store connect failed: password={S}")
+def straddling():  # a URL password across the 2,000-character cut
+    raise RuntimeError("x" * 1980 + f" http://user:{S}{S}@h/")
+def mapping():
+    raise KeyError({"api_key": S})
+result = FallbackRunner("c").run((Stage("a", pair), Stage("b", straddling), Stage("m", mapping)))
+assert S not in result.describe(), result.describe()
+emit(ChainTerminalFailure("d", ("a",), ("error",), "RuntimeError", f"token={S}",
+                          f"retry with --hf-token={S}"))
+obs.flush(timeout=5)
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_fallback_and_typed_event_text(tmp_path: Path, protocol: str) -> None:
+    """A fallback chain's error messages (each attempt's, the terminal failure's, the
+    bodies built from them, ``describe()``) and a typed event's text fields are scrubbed
+    as exception text is: before the cut, of secret pairs too. JSON, OBS_FILE, OTLP."""
+    with OTLPReceiver() as rx:
+        grpc = protocol == "grpc"
+        script = tmp_path / "child.py"
+        script.write_text(textwrap.dedent(FALLBACK_CHILD))
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+        full.update(PYTHONPATH=str(ROOT), OBS_FILE=str(tmp_path / "f.jsonl"), OBS_FORMAT="json")
+        full.update(OTEL_BLRP_SCHEDULE_DELAY="50", OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
+        full["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.grpc_endpoint if grpc else rx.http_endpoint
+        proc = subprocess.run(
+            [sys.executable, str(script), SECRET],
+            cwd=tmp_path,
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        rx.wait_for(2, predicate=lambda r: r["event_name"] == "chain_terminal_failure")
+        records = rx.records
+    lines = [json.loads(x) for x in proc.stderr.splitlines()]
+    events = [line["event"] for line in lines]
+    assert events.count("chain_attempt_failed") == 3
+    assert events.count("chain_terminal_failure") == 2
+    for text in (proc.stderr, (tmp_path / "f.jsonl").read_text(), repr(records)):
+        assert SECRET not in text
+        assert SECRET[:7] not in text  # no half of one either
