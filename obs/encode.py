@@ -45,7 +45,8 @@ import itertools
 import reprlib
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, MappingView
 from operator import length_hint
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -337,7 +338,7 @@ class _Walk:
             return self.mapping(fields, depth)
         if isinstance(obj, Mapping):
             return self.guarded(obj, depth, self.mapping)
-        if isinstance(obj, (list, tuple, set, frozenset)):
+        if isinstance(obj, _SEQUENCES):
             return self.guarded(obj, depth, self.sequence)
         return _safe_str(obj)
 
@@ -361,9 +362,14 @@ class _Walk:
             key = _plain_str(k, MAX_KEY) if isinstance(k, str) else _safe_str(k, MAX_KEY)
             secret = is_secret_key(k if type(k) is str else key)  # a long name's end too
             out[key] = REDACTED if secret else self.value(v, depth + 1)
+        for name_key, value_key in _NAMED_VALUES:  # {"name": "HF_TOKEN", "value": ...}
+            if value_key in out and is_secret_pair_name(out.get(name_key)):
+                out[value_key] = REDACTED
         return out
 
     def sequence(self, obj: Any, depth: int) -> list[Any]:
+        if type(obj) in _PAIR_TYPES and len(obj) == 2 and is_secret_pair_name(obj[0]):
+            return [self.value(obj[0], depth + 1), REDACTED]  # ("X-Api-Key", value)
         items: Iterable[object] = obj
         if isinstance(obj, (set, frozenset)):
             items = sorted(itertools.islice(obj, MAX_ITEMS), key=lambda x: safe_repr(x, 200))
@@ -374,6 +380,21 @@ class _Walk:
                 break
             out.append(self.value(v, depth + 1))
         return out
+
+
+#: What the walk shows item by item: sequences, sets, a dict's views (``.items()`` is a
+#: list of pairs), deques.
+_SEQUENCES = (list, tuple, set, frozenset, MappingView, deque)
+#: A record naming its own value: a Kubernetes env var, an OTLP KeyValue, an AWS tag.
+_NAMED_VALUES = (("name", "value"), ("key", "value"), ("Name", "Value"), ("Key", "Value"))
+#: The kinds of a (name, value) pair: a header list's items, gRPC metadata, a dict's items.
+_PAIR_TYPES = frozenset({tuple, list})
+
+
+def is_secret_pair_name(name: object) -> bool:
+    """Whether a two-item tuple or list starting with ``name`` is a secret (name, value)
+    pair: its name is a str (not a subclass's own idea of one) that looks secret."""
+    return isinstance(name, str) and is_secret_key(name)
 
 
 def _more(obj: object, shown: int) -> int | str:

@@ -3,20 +3,23 @@ every route (JSON lines, OBS_FILE, OTLP over a real receiver, the spool)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from obs._receiver import OTLPReceiver
-from obs.encode import scrub_text
+from obs.encode import scrub_text, to_jsonable, to_otel_value
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "Zq9hunter2Zq9"
@@ -217,3 +220,81 @@ def test_fallback_and_typed_event_text(tmp_path: Path, protocol: str) -> None:
     for text in (proc.stderr, (tmp_path / "f.jsonl").read_text(), repr(records)):
         assert SECRET not in text
         assert SECRET[:7] not in text  # no half of one either
+
+
+class _Header(NamedTuple):
+    name: str
+    value: str
+
+
+#: Containers that carry (name, value) pairs: header lists, gRPC metadata, dict views.
+PAIR_SHAPES: list[Callable[[str, str], object]] = [
+    lambda k, v: [(k, v)],
+    lambda k, v: ((k, v), ("x-other", "1")),
+    lambda k, v: (k, v),
+    lambda k, v: [[k, v]],
+    lambda k, v: {k: v}.items(),
+    lambda k, v: collections.deque([(k, v)]),
+    lambda k, v: {"metadata": ((k, v),)},
+    lambda k, v: [_Header(k, v)],
+    lambda k, v: [{"name": k, "value": v}],
+    lambda k, v: {"Key": k, "Value": v},
+]
+
+
+class TestPairsInValues:
+    @settings(max_examples=200, deadline=None)
+    @given(
+        key=st.sampled_from(["Authorization", "x-api-key", "X-Api-Key", "cookie", "password",
+                             "hf_token", "apiKey", "Proxy-Authorization", "client_secret"]),
+        shape=st.sampled_from(PAIR_SHAPES),
+        otel=st.booleans(),
+    )  # fmt: skip
+    def test_pair_value_redacted(
+        self, key: str, shape: Callable[[str, str], object], otel: bool
+    ) -> None:
+        """A (name, value) pair under a secret-looking name, in any container (a header
+        list, gRPC metadata, a dict's items view, a deque, a Kubernetes env entry): its
+        value is not written on either route, and its name is."""
+        walked = (to_otel_value if otel else to_jsonable)(shape(key, SECRET))
+        text = json.dumps(walked)
+        assert SECRET not in text
+        assert key in text
+
+    def test_plain_pairs_stay(self) -> None:
+        """Pairs with ordinary names keep their values."""
+        assert [["content-type", "json"]] == to_jsonable([("content-type", "json")])
+        assert [{"name": "MODEL", "value": "m"}] == to_jsonable([{"name": "MODEL", "value": "m"}])
+        assert ["a", "b"] == to_jsonable(["a", "b"])
+
+
+def test_header_pairs_on_every_route(tmp_path: Path) -> None:
+    """A logged header list and a dict's items view: redacted in the JSON line, OBS_FILE
+    and what a real OTLP receiver got; the alert keeps its event."""
+    child = """
+    import collections, sys
+    import obs
+    obs.configure()
+    S = sys.argv[1]
+    obs.get_logger("app").error("workspace_terminal_failure",
+        sent=[("Authorization", f"Token {S}"), ("x-api-key", S)],
+        metadata=(("cookie", S),), env={"HF_TOKEN": S}.items(),
+        q=collections.deque([("password", S)]))
+    obs.flush(timeout=5)
+    """
+    with OTLPReceiver() as rx:
+        (tmp_path / "c.py").write_text(textwrap.dedent(child))
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+        full.update(PYTHONPATH=str(ROOT), OBS_FILE=str(tmp_path / "f.jsonl"), OBS_FORMAT="json")
+        full.update(OTEL_BLRP_SCHEDULE_DELAY="50", OTEL_EXPORTER_OTLP_ENDPOINT=rx.http_endpoint)
+        proc = subprocess.run(
+            [sys.executable, str(tmp_path / "c.py"), SECRET],
+            cwd=tmp_path, env=full, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        (record,) = rx.wait_for(predicate=lambda r: r["event_name"] == "workspace_terminal_failure")
+    (line,) = [json.loads(x) for x in proc.stderr.splitlines()]
+    assert line["event"] == record["attributes"]["event"] == "workspace_terminal_failure"
+    for text in (proc.stderr, (tmp_path / "f.jsonl").read_text(), repr(record)):
+        assert SECRET not in text
+    assert line["sent"][1] == ["x-api-key", "[REDACTED]"]
