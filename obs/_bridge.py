@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard
 
 from obs._fields import new_event_dict, user_fields
 from obs._format import format_body, plain_text, safe_text
-from obs.encode import MAX_KEY, MAX_STR, safe_repr
+from obs.encode import MAX_KEY, MAX_STR, safe_repr, scrubbed_text
 from obs.settings import DEFAULT_ADOPT_LOGGERS
 
 if TYPE_CHECKING:
@@ -342,7 +342,7 @@ def record_dict(record: logging.LogRecord) -> EventDict:
     if args:  # as getMessage() does, bounded and scrubbed
         body = format_body(msg, args if isinstance(args, tuple) else (args,))
     else:
-        body = msg if type(msg) is str else safe_text(msg)
+        body = msg if type(msg) is str else scrubbed_text(safe_text(msg))  # not the event
     ed: EventDict = new_event_dict(
         event,
         body if type(body) is str and len(body) <= MAX_STR else plain_text(body),

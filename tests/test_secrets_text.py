@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -298,3 +299,27 @@ def test_header_pairs_on_every_route(tmp_path: Path) -> None:
     for text in (proc.stderr, (tmp_path / "f.jsonl").read_text(), repr(record)):
         assert SECRET not in text
     assert line["sent"][1] == ["x-api-key", "[REDACTED]"]
+
+
+class _Config:
+    """A message object whose text carries a secret pair."""
+
+    def __str__(self) -> str:
+        return f"loaded config: token={SECRET}"
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [{"password": SECRET}, {"db": {"api_key": SECRET}}, [("x-api-key", SECRET)], _Config()],
+    ids=["dict", "nested", "pairs", "object"],
+)
+def test_stdlib_message_not_a_str(
+    msg: object, configure_json: Callable[..., Callable[[], list[dict[str, Any]]]]
+) -> None:
+    """A stdlib record whose msg is not a str (a dict, an object) and has no args: its
+    body is that object's text, scrubbed as obs' own text is (its event is a repr)."""
+    read = configure_json()
+    logging.getLogger("lib").warning(msg)
+    (line,) = read()
+    assert SECRET not in json.dumps(line)
+    assert "[REDACTED]" in line["body"]
