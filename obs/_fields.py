@@ -14,6 +14,7 @@ __all__ = [
     "FIELDS",
     "INT_FIELDS",
     "NOT_KEYED",
+    "NO_EVENT",
     "OTEL_RECORD_FIELDS",
     "PRIVATE_KEYS",
     "PRIVATE_PREFIX",
@@ -99,6 +100,20 @@ PRIVATE_KEYS: tuple[str, ...] = (
     "_obs_flat",
     "_obs_exported",
 )
+
+
+class _NoEvent:
+    """The type of :data:`NO_EVENT`: one instance, never a caller's value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no event>"
+
+
+#: A logger method's default event: the call named none positionally, so its ``event``
+#: keyword (structlog's spelling, ``log.error(event="x")``) is the event, never a field.
+NO_EVENT: Any = _NoEvent()
 
 CONTROL_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)
 CONTROL_SET: frozenset[str] = frozenset(CONTROL_FIELDS)

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from obs._fields import user_fields
+from obs._fields import NO_EVENT, user_fields
 from obs.dedup import HIT_DUE
 from obs.encode import plain_values, scrub_credentials
 from obs.levels import LEVELS, METHOD_BY_LEVEL, level_class
@@ -31,7 +31,8 @@ class BoundLogger:
     """``log.info("event_name", key=value)``; see the module docstring.
 
     Every method accepts the control keywords ``scope``, ``once``, ``once_key``,
-    ``every_n``, ``every_seconds``, ``stage``, ``body`` and ``exc_info``.
+    ``every_n``, ``every_seconds``, ``stage``, ``body`` and ``exc_info``. The event may be
+    given as a keyword too, as structlog takes it (``log.error(event="x")``).
 
     .. versionadded:: 0.1.0
     """
@@ -86,19 +87,19 @@ class BoundLogger:
 
     # -- plain calls (the stage decides the level, then the level filter) ------------
 
-    def debug(self, event: str, /, *args: Any, **kw: Any) -> None:
+    def debug(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log(self, _D, "debug", event, kw, args)
 
-    def info(self, event: str, /, *args: Any, **kw: Any) -> None:
+    def info(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
             rt.log(self, _I, "info", event, kw, args)
 
-    def warning(self, event: str, /, *args: Any, **kw: Any) -> None:
+    def warning(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
@@ -106,20 +107,20 @@ class BoundLogger:
 
     warn = warning
 
-    def error(self, event: str, /, *args: Any, **kw: Any) -> None:
+    def error(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             rt.log(self, _E, "error", event, kw, args)
 
-    def exception(self, event: str, /, *args: Any, **kw: Any) -> None:
+    def exception(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR with the exception being handled."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             kw.setdefault("exc_info", True)
             rt.log(self, _E, "error", event, kw, args)
 
-    def critical(self, event: str, /, *args: Any, **kw: Any) -> None:
+    def critical(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at CRITICAL."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(_C, kw["stage"]) if "stage" in kw else _C) >= rt.level:
@@ -127,7 +128,7 @@ class BoundLogger:
 
     fatal = critical
 
-    def log(self, level: int, event: str, /, *args: Any, **kw: Any) -> None:
+    def log(self, level: int, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at a numeric ``level``."""
         rt = self._holder.runtime or self._holder.ensure()
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
@@ -140,10 +141,10 @@ class BoundLogger:
 
     if TYPE_CHECKING:  # made by _once_method below: one body, the level a closure constant
 
-        def debug_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
-        def info_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
-        def warning_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
-        def error_once(self, event: str, /, *args: Any, **kw: Any) -> None: ...
+        def debug_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        def info_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        def warning_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        def error_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
 
 
 def _once_method(level: int, method: str) -> Callable[..., None]:
@@ -151,7 +152,7 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
     repeat (no args, no bound context, no stage) is answered by the runtime's once cache
     before any event dict is built; anything else takes the runtime's once path."""
 
-    def once(self: BoundLogger, event: str, /, *args: Any, **kw: Any) -> None:
+    def once(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         rt = self._holder.runtime or self._holder.ensure()
         if rt.level <= level and not args and not self._context:
             hit = rt.once_cache.repeat(self._name, level, event, kw)  # never with a stage
@@ -178,7 +179,7 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
     """``loud`` for a level below the runtime's: only a ``stage`` can raise such a call
     above it, so without one the call returns at once (structlog's no-op, plus one test)."""
 
-    def quiet(self: BoundLogger, event: str, /, *args: Any, **kw: Any) -> None:
+    def quiet(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         if "stage" in kw:
             loud(self, event, *args, **kw)
 

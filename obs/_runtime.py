@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from obs import errors
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
-from obs._fields import CONTROL_SET, new_event_dict, plain_names
+from obs._fields import CONTROL_SET, NO_EVENT, new_event_dict, plain_names
 from obs._format import format_body, plain_text
 from obs._fused import FusedLine
 from obs._last_resort import write_unprocessed
@@ -199,7 +199,9 @@ class Runtime:
     ) -> EventDict:
         """The event dict of a logger call: control fields first, user fields never over them."""
         if type(event) is not str or len(event) > MAX_STR:
-            event = plain_text(event)
+            if event is NO_EVENT:  # log.error(event="x"): the keyword is the event
+                event = kw.pop("event", None)
+            event = event if type(event) is str and len(event) <= MAX_STR else plain_text(event)
         ed: EventDict = new_event_dict(
             event, event if not args else format_body(event, args), logger._name
         )
@@ -269,6 +271,8 @@ class Runtime:
     ) -> None:
         """``*_once``: scope then dedup decided before any dict is built (the repeat path)."""
         cache = self.once_cache  # the caller asked it already: this is not a known repeat
+        if event is NO_EVENT:  # log.error_once(event="x"): the keyword is the event
+            event = kw.pop("event", None)
         plain = cache.enabled and not args and not logger._context and type(event) is str
         snap = dict(kw) if plain and NOT_CACHED.isdisjoint(kw) else None  # scope kept
         scope = kw.pop("scope", "local")
