@@ -11,9 +11,12 @@ from __future__ import annotations
 __all__ = ["cli_spool"]
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from obs._spool import Spool
@@ -68,16 +71,43 @@ def _replay(directory: str, args: argparse.Namespace) -> int:
     def report(event: Event, level: int | None = None, *, body: str | None = None) -> None:
         reports.append(f"{type(event).name} {body or event.body()}")
 
-    sink = ExportSink(settings, RankResolver(), report)
-    try:
-        ok = sink.force_flush(args.timeout)
-    finally:
-        sink.shutdown(1.0)
+    with _scrubbed_library_warnings():
+        sink = ExportSink(settings, RankResolver(), report)
+        try:
+            ok = sink.force_flush(args.timeout)
+        finally:
+            sink.shutdown(1.0)
     stats = sink.stats()
     sys.stdout.write(f"replayed {stats['replayed']} records\n")
     for line in reports:
         sys.stderr.write(line + "\n")
     return 0 if ok and not Spool(directory, 1).pending() else 1
+
+
+class _ScrubbedStderr(logging.Handler):
+    """The OTel SDK's and urllib3's own warnings, on stderr, scrubbed as obs' own text: they
+    quote the endpoint (a query token, a URL password) and obs is not configured here."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from obs.encode import scrub_text  # noqa: PLC0415 - loaded with the replay only
+
+        try:
+            sys.stderr.write(f"{record.levelname} {scrub_text(record.getMessage())}\n")
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _scrubbed_library_warnings() -> Iterator[None]:
+    """While a replay runs, the root logger writes through :class:`_ScrubbedStderr`
+    (otherwise logging's last resort would print the libraries' text raw)."""
+    root = logging.getLogger()
+    handler = _ScrubbedStderr(logging.WARNING)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 def cli_spool(argv: list[str]) -> int:
@@ -133,5 +163,8 @@ def _one(directory: str, args: argparse.Namespace) -> int:
     except OSError as exc:
         sys.stderr.write(f"{directory}: {exc}\n")
         return 1
+    except ConfigError as exc:  # a bad --endpoint or --protocol: a usage error (redacted)
+        sys.stderr.write(f"{exc}\n")
+        return 2
     finally:
         spool.close()

@@ -3,6 +3,7 @@ subprocess against a real spool directory and a real OTLP receiver."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -75,3 +76,42 @@ class TestSpoolCommand:
         listed = obs_cli("list", "--dir", str(tmp_path / "link"))
         assert 1 == listed.returncode
         assert "symlink" in listed.stderr
+
+
+class TestReplayErrorsAreSafe:
+    """What ``replay`` prints when the endpoint is bad or unreachable: a message and an
+    exit status, never a traceback, never a secret of the endpoint's."""
+
+    SECRET = "s3cr3t-Tok-9f8e7d"
+
+    def test_bad_endpoint_is_a_usage_error(self, tmp_path: Path) -> None:
+        """A ConfigError (a bad scheme or port; a password in it) exits 2 with one line."""
+        directory = tmp_path / "spool"
+        Spool(str(directory), 1 << 20).append([_doc("svc", 0)])
+        for endpoint in (
+            f"grpc://u:{self.SECRET}@h",
+            f"ftp://u:{self.SECRET}@127.0.0.1:4317",
+            f"http://u:{self.SECRET}@127.0.0.1:notaport",
+        ):
+            done = obs_cli("replay", "--dir", str(directory), "--endpoint", endpoint)
+            assert 2 == done.returncode, (endpoint, done.stderr)
+            assert "Traceback" not in done.stderr, done.stderr
+            assert self.SECRET not in done.stderr + done.stdout
+
+    def test_unreachable_endpoint_never_prints_its_token(self, tmp_path: Path) -> None:
+        """The OTel SDK's and urllib3's own warnings about a closed port quote the URL (a
+        query token too): the replay process writes them scrubbed."""
+        directory = tmp_path / "spool"
+        Spool(str(directory), 1 << 20).append([_doc("svc", 0)])
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+        for endpoint in (
+            f"http://127.0.0.1:{port}/?token={self.SECRET}",
+            f"http://u:{self.SECRET}@127.0.0.1:{port}/v1/logs",
+        ):
+            done = obs_cli(
+                "replay", "--dir", str(directory), "--endpoint", endpoint, "--timeout", "2"
+            )
+            assert 1 == done.returncode, done.stderr
+            assert self.SECRET not in done.stderr + done.stdout, done.stderr
