@@ -5,9 +5,9 @@ The composable processors stay the single source of truth: the fused path is tak
 when they would do nothing but their plain case (JSON lines, no export sink or obs' own
 ``ExportSink``, no bound context or contextvars, no control keyword, plain short values
 under names already known not to be secret, a plain event name, no text that may hold
-a credential), and ``tests/test_fused.py`` checks that it writes byte-identical lines,
-and hands the export sink the same fields, level and time, for every input the
-Hypothesis strategies generate.
+a credential or a secret ``name=value`` pair), and ``tests/test_fused.py`` checks that it
+writes byte-identical lines, and hands the export sink the same fields, level and time,
+for every input the Hypothesis strategies generate.
 Anything else (and any failure here) takes the chain.
 """
 
@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
-from obs._secrets import bearer_hint
+from obs._secrets import bearer_hint, pair_hint
 from obs.callsite import AddCallsite
 from obs.context import any_bound
 from obs.dedup import NOT_PLAIN
@@ -92,6 +92,8 @@ class FusedLine:
                         and not value.isidentifier()
                     ):
                         return False
+                    if ("=" in value or ":" in value or "," in value) and pair_hint(value):
+                        return False  # a secret pair's value: the chain redacts it
                 elif cls is float:
                     if value - value != 0.0:  # NaN or inf (inf - inf is NaN): written as null
                         nonfinite = True

@@ -21,6 +21,7 @@ __all__ = [
     "credential_hint",
     "is_secret_name",
     "key_words",
+    "pair_hint",
     "scrub_credentials",
     "scrub_text",
 ]
@@ -177,6 +178,15 @@ def bearer_hint(text: str) -> bool:
     )
 
 
+def pair_hint(text: str) -> bool:
+    """False when :func:`scrub_text`'s pair scan would surely leave ``text`` as it is: no
+    pair separator, or no secret word (C-level tests; the lowering only past a separator)."""
+    if "=" in text or ":" in text or "," in text:
+        low = text.lower()
+        return any(hint in low for hint in _SECRET_HINTS)
+    return False
+
+
 def scrub_credentials(text: str) -> str:
     """``text`` with URL passwords and bearer/basic credentials replaced by ``[REDACTED]``.
 
@@ -206,13 +216,11 @@ def scrub_text(text: str) -> str:
     ``Namespace(hf_token=...)``.
     """
     text = scrub_credentials(text)
-    if "=" in text or ":" in text or "," in text:
-        low = text.lower()
-        if any(hint in low for hint in _SECRET_HINTS):
-            paired = _AUTH_PAIR.sub(rf"\1\2{REDACTED}", text) if "auth" in low else text
-            paired = _redact_pairs(paired)
-            if paired != text:  # a pair cut short may now read as userinfo: scrub again
-                text = scrub_credentials(paired)
+    if pair_hint(text):
+        paired = _AUTH_PAIR.sub(rf"\1\2{REDACTED}", text) if "auth" in text.lower() else text
+        paired = _redact_pairs(paired)
+        if paired != text:  # a pair cut short may now read as userinfo: scrub again
+            text = scrub_credentials(paired)
     return text
 
 

@@ -51,7 +51,7 @@ from operator import length_hint
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from obs._fields import user_name
+from obs._fields import CONTROL_SET, user_name
 from obs._secrets import (
     MAX_KEY,
     REDACTED,
@@ -60,6 +60,7 @@ from obs._secrets import (
     credential_hint,
     is_secret_name,
     key_words,
+    pair_hint,
     scrub_credentials,
     scrub_text,
 )
@@ -96,13 +97,18 @@ _IS_STR = str.__instancecheck__
 
 
 def _any_credential(values: Iterable[Any]) -> bool:
-    """Whether any str among ``values`` may hold a credential: one C-level join and test
+    """Whether any str among ``values`` may hold a credential or a secret pair: one join and test
     for an event of short texts; each text by itself past 4 KiB (the letters a long value
     lacks must not be found in its neighbours)."""
     joined = "\0".join(filter(_IS_STR, values))
     if len(joined) <= 4096:
-        return credential_hint(joined)
-    return any(map(credential_hint, filter(_IS_STR, values)))
+        return credential_hint(joined) or pair_hint(joined)
+    return any(map(_text_hint, filter(_IS_STR, values)))
+
+
+def _text_hint(text: str) -> bool:
+    """Whether :func:`scrub_text` may change ``text`` (C-level tests first)."""
+    return credential_hint(text) or pair_hint(text)
 
 
 class _FlatMark:
@@ -245,7 +251,7 @@ def _safe_str(obj: object, limit: int = MAX_STR) -> str:
     if isinstance(obj, (bytes, bytearray, memoryview)):
         try:
             text = bytes(obj[: limit * 4]).decode("utf-8", "backslashreplace")
-            return _plain_str(text, limit, scrub_credentials)
+            return _plain_str(text, limit, scrub_text)
         except Exception:
             return safe_repr(obj, limit)
     return safe_repr(obj, limit)
@@ -313,7 +319,7 @@ class _Walk:
         self.budget -= 1
         cls = type(obj)
         if cls is str:
-            return _plain_str(obj, MAX_STR, scrub_credentials)  # type: ignore[arg-type]
+            return _plain_str(obj, MAX_STR, scrub_text)  # type: ignore[arg-type]
         if cls is bool or obj is None:
             return obj
         if cls is int:
@@ -322,7 +328,7 @@ class _Walk:
             return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
         if isinstance(obj, _SCALARS):  # subclasses: str Enums, IntEnums, float subclasses
             if isinstance(obj, str):
-                return _plain_str(obj, MAX_STR, scrub_credentials)
+                return _plain_str(obj, MAX_STR, scrub_text)
             if isinstance(obj, bool):
                 return bool(obj)
             if isinstance(obj, int):
@@ -435,11 +441,7 @@ def to_otel_value(obj: object) -> Any:
 
 def json_default(obj: object) -> Any:
     """``orjson`` ``default=`` hook: called only for types orjson cannot encode itself."""
-    return (
-        to_jsonable(obj)
-        if not isinstance(obj, str)
-        else _plain_str(obj, MAX_STR, scrub_credentials)
-    )
+    return to_jsonable(obj) if not isinstance(obj, str) else _plain_str(obj, MAX_STR, scrub_text)
 
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
@@ -631,7 +633,12 @@ class Redactor:
         if type(body) is not str:  # before the export and the renderer: one text for both
             event_dict["body"] = body_text(body, event_dict.get("event"))
         if _any_credential(event_dict.values()):
+            event = event_dict.get("event")
             for key, value in event_dict.items():  # event, body and str values alike
                 if type(value) is str and key[:5] != "_obs_":
-                    event_dict[key] = scrub_credentials(value)
+                    # A caller's text is scrubbed as obs' own is (secret pairs too); names
+                    # (event, logger, code.*) and a body that is the event only for URL
+                    # passwords and bearer tokens: ``"password=%s"`` is a template.
+                    named = key in CONTROL_SET and (key != "body" or value == event)
+                    event_dict[key] = (scrub_credentials if named else scrub_text)(value)
         return event_dict

@@ -46,6 +46,10 @@ plain_values = st.one_of(
     st.text(max_size=40),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=20),
     st.sampled_from(["\u2028", "\x7f", "\x85", "\u202e", "\ud800", "a\nb", "null", "/dev/null"]),
+    # secret pairs and their harmless look-alikes (the fused path must decline the first)
+    st.sampled_from(
+        ["token=abc", "Cookie: session=x", "a=1, key: v", "max_tokens=8", "http://h:1/?api_key=z"]
+    ),
     # text the chain scrubs (URL passwords, bearer tokens) and text that only looks close
     st.lists(
         st.sampled_from(
