@@ -357,11 +357,14 @@ class Spool:
 
     def replay(
         self,
-        export: Callable[[list[dict[str, Any]]], bool],
+        export: Callable[[list[dict[str, Any]]], bool | int],
         batch_size: int,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> ReplayResult:
-        """Export spooled records in batches through ``export`` (True = delivered).
+        """Export spooled records in batches through ``export``: True = all delivered,
+        False = none, an int n = the first n done (the rest not delivered: a collector
+        that took part of a split batch, then failed). Progress is kept up to the last
+        record done, so what the collector took is never sent again.
 
         Holds ``replay.lock`` for the duration; returns ``skipped`` when another process
         holds it. Stops at the first failed batch (resumable) or when ``should_stop()``.
@@ -405,9 +408,9 @@ class Spool:
             os.close(fd)
         return True
 
-    def _replay_file(  # noqa: C901 - one locked pass over one file, each step guarded
+    def _replay_file(
         self,
-        export: Callable[[list[dict[str, Any]]], bool],
+        export: Callable[[list[dict[str, Any]]], bool | int],
         batch_size: int,
         should_stop: Callable[[], bool],
         result: ReplayResult,
@@ -427,26 +430,22 @@ class Spool:
             while True:
                 if should_stop():
                     return False
-                batch: list[dict[str, Any]] = []
-                end = offset
-                for raw in f:
-                    end += len(raw)
-                    try:  # a torn last line (a writer died mid-write) fails to parse
-                        doc = json.loads(raw) if raw.endswith(b"\n") else None
-                    except ValueError:
-                        doc = None
-                    if isinstance(doc, dict):
-                        batch.append(doc)
-                    else:
-                        result.corrupt += 1
-                    if len(batch) >= batch_size:
-                        break
+                corrupt = result.corrupt
+                batch, marks, end = _read_batch(f, offset, batch_size, result)
                 if not batch:
                     if end != offset:
                         self._write_offset(end)
                     break
-                if not export(batch):
+                answer = export(batch)
+                done = len(batch) if answer is True else min(max(int(answer), 0), len(batch))
+                if done < len(batch):  # keep what was done; the rest is read again
                     result.failed = True
+                    if done > 0:
+                        offset, result.corrupt = marks[done - 1]
+                        result.replayed += done
+                        self._write_offset(offset)
+                    else:
+                        result.corrupt = corrupt
                     return False
                 result.replayed += len(batch)
                 offset = end
@@ -454,3 +453,28 @@ class Spool:
         self._unlink(_REPLAY)
         self._unlink(_OFFSET)
         return True
+
+
+def _read_batch(
+    f: IO[bytes], offset: int, batch_size: int, result: ReplayResult
+) -> tuple[list[dict[str, Any]], list[tuple[int, int]], int]:
+    """Up to ``batch_size`` records from ``f`` (at ``offset``), lines that are not one
+    counted in ``result.corrupt``; with, per record, the offset past its line and the
+    corrupt count then (where a replay that stops after it resumes), and the end offset."""
+    batch: list[dict[str, Any]] = []
+    marks: list[tuple[int, int]] = []
+    end = offset
+    for raw in f:
+        end += len(raw)
+        try:  # a torn last line (a writer died mid-write) fails to parse
+            doc = json.loads(raw) if raw.endswith(b"\n") else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            batch.append(doc)
+            marks.append((end, result.corrupt))
+        else:
+            result.corrupt += 1
+        if len(batch) >= batch_size:
+            break
+    return batch, marks, end

@@ -326,3 +326,49 @@ class TestHostileDirectory:
         result = Spool(str(tmp_path), 1 << 20).replay(sink, batch_size=10)
         assert ([], 1) == (sink.uids, result.refused)
         assert any(n.startswith("refused.spool.replay.jsonl.") for n in os.listdir(tmp_path))
+
+
+class TestPartialReplay:
+    """A collector can take part of a batch and then fail (a split request's first half
+    accepted, the collector down for the second): replay keeps that progress."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        layout=st.lists(st.booleans(), min_size=1, max_size=30),  # True: a record, False: junk
+        answers=st.lists(st.integers(min_value=-2, max_value=12), min_size=1, max_size=40),
+        batch_size=st.integers(min_value=1, max_value=8),
+    )
+    def test_every_record_once_in_order_and_junk_counted_once(
+        self, layout: list[bool], answers: list[int], batch_size: int
+    ) -> None:
+        """Whatever prefix of each batch the export takes (answers: how many; beyond the
+        batch, all), replaying until done hands every record over exactly once, in
+        order, and counts each junk line exactly once. It used to resend a batch whole
+        (the prefix twice) and count junk again on every failed attempt."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spool = Spool(tmp, 1 << 20)
+            lines = [
+                json.dumps({"uid": f"u{i}"}).encode() + b"\n" if is_record else b"junk\n"
+                for i, is_record in enumerate(layout)
+            ]
+            with open(os.path.join(tmp, "spool.jsonl"), "wb") as f:
+                f.writelines(lines)
+            os.chmod(os.path.join(tmp, "spool.jsonl"), 0o600)
+            took: list[str] = []
+            script = iter(answers)
+
+            def export(batch: list[dict[str, Any]]) -> bool | int:
+                n = next(script, len(batch))
+                done = batch[: max(n, 0)]
+                took.extend(d["uid"] for d in done)
+                return True if n >= len(batch) else n
+
+            corrupt = 0
+            for _ in range(len(answers) + len(layout) + 2):
+                result = spool.replay(export, batch_size)
+                corrupt += result.corrupt
+                if not result.failed:
+                    break
+            assert [f"u{i}" for i, r in enumerate(layout) if r] == took
+            assert layout.count(False) == corrupt
+            assert not spool.pending()

@@ -58,6 +58,9 @@ class Delivery:
         refuses, which are given up and counted ``rejected`` (so a poisoned record never
         blocks the ones behind it). Returns (records the collector took, records left
         undelivered by a transient failure: the collector is down or the budget is spent).
+        Parts go out oldest first, so the undelivered records are always the batch's last
+        ones, returned in their order (spooled and replayed in order; a replay keeps the
+        progress before them).
         """
         deadline = time.monotonic() + max(timeout, 0.05) * 2
         parts = [records] if records else []
@@ -65,7 +68,7 @@ class Delivery:
         while parts:
             part = parts.pop()
             if time.monotonic() > deadline and part is not records:
-                return delivered, [r for p in [*parts, part] for r in p]
+                return delivered, [r for p in [part, *reversed(parts)] for r in p]
             outcome = self.send([r for _, r in part], timeout)
             if outcome.ok:
                 delivered += len(part) - min(outcome.rejected, len(part))
@@ -73,7 +76,7 @@ class Delivery:
                     self._reject(part, min(outcome.rejected, len(part)), outcome.message)
                 continue
             if not (outcome.too_large or outcome.permanent):
-                return delivered, [r for p in [*parts, part] for r in p]
+                return delivered, [r for p in [part, *reversed(parts)] for r in p]
             if len(part) > 1:
                 mid = len(part) // 2
                 parts.append(part[mid:])

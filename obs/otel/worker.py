@@ -490,18 +490,26 @@ class ExportWorker:
                 self._replay_retry_at = time.monotonic() + _MAX_BACKOFF
             self._cond.notify_all()
 
-    def _replay_batch(self, docs: list[dict[str, Any]], timeout: float) -> bool:
-        """Deliver one batch of spool lines; the outcome moves the collector's state."""
+    def _replay_batch(self, docs: list[dict[str, Any]], timeout: float) -> int:
+        """Deliver one batch of spool lines; how many of them (from the first) are done,
+        delivered or given up. The outcome moves the collector's state."""
         records = []
-        for doc in docs:
+        index: list[int] = []  # the doc each record came from
+        broken: list[tuple[int, object]] = []
+        for i, doc in enumerate(docs):
             try:
                 cls = doc.get("cls")
                 cls = cls if type(cls) is int and 0 <= cls < len(CLASS_NAMES) else 3
                 records.append((cls, self._builder.from_spool(doc)))
+                index.append(i)
             except Exception:
-                with self._lock:
-                    self._acct.counters.corrupt(1, doc.get("cls"))
-        ok = not self._delivery.deliver(records, timeout)[1]
+                broken.append((i, doc.get("cls")))
+        left = len(self._delivery.deliver(records, timeout)[1])
+        ok = not left
+        done = len(docs) if ok else index[len(records) - left]
+        with self._lock:  # lines past ``done`` are read again: counted then
+            for _, cls in (b for b in broken if b[0] < done):
+                self._acct.counters.corrupt(1, cls)
         with self._cond:
             if ok:  # the collector is back: log straight to it again
                 self._signal(Signal.EXPORT_OK)
@@ -509,7 +517,7 @@ class ExportWorker:
             else:
                 self._acct.counters.failed_exports += 1
                 self._enter_backoff_locked(time.monotonic())
-        return ok
+        return done
 
     def _replayed_locked(self, result: ReplayResult) -> None:
         """Count a finished replay and schedule the next one (soon, or on the backoff)."""

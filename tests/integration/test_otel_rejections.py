@@ -82,11 +82,10 @@ class Picky:
                 status, payload = picky.answer(request, "grpc")
                 if status == 200:
                     return logs_service_pb2.ExportLogsServiceResponse.FromString(payload)
-                code = (
-                    grpc.StatusCode.RESOURCE_EXHAUSTED
-                    if status == 413
-                    else grpc.StatusCode.INVALID_ARGUMENT
-                )
+                code = {
+                    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    503: grpc.StatusCode.UNAVAILABLE,
+                }.get(status, grpc.StatusCode.INVALID_ARGUMENT)
                 context.abort(code, status_pb2.Status.FromString(payload).message)
                 return None
 
