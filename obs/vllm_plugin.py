@@ -28,9 +28,17 @@ and the root bridge skips it. The plugin never raises into vLLM.
 
 from __future__ import annotations
 
-__all__ = ["CONFIG_PATH", "ENABLE_VAR", "enabled", "register", "wrap_vllm_configure"]
+__all__ = [
+    "CONFIG_PATH",
+    "ENABLE_VAR",
+    "enabled",
+    "follow_vllm",
+    "register",
+    "wrap_vllm_configure",
+]
 
 import functools
+import logging
 import os
 import sys
 from pathlib import Path
@@ -85,7 +93,9 @@ _VLLM_SETUP = "_configure_vllm_root_logger"
 
 def _readopt(config: Any) -> None:
     """After vLLM applied ``config``: adopt ``vllm``'s console handler unless the config
-    named a file of the user's (authoritative); never raises."""
+    named a file of the user's (authoritative); where it was obs' dictConfig, give the
+    ``vllm`` logger the level vLLM was asked for (its text config would have); never
+    raises."""
     try:
         if config is None:
             path = os.environ.get("VLLM_LOGGING_CONFIG_PATH")
@@ -93,11 +103,40 @@ def _readopt(config: Any) -> None:
             path = getattr(config, "pylogging_config_file", None)
         if path and path != CONFIG_PATH:
             return
+        if path == CONFIG_PATH:
+            logging.getLogger("vllm").setLevel(_vllm_level(config))
         from obs.stdlib import adopt_loggers  # noqa: PLC0415 - obs is configured by now
 
         adopt_loggers(["vllm"])
     except Exception as exc:
         _report(exc)
+
+
+def _vllm_level(config: Any) -> str:
+    """The level vLLM applies with its own config: the config's ``log_level``, else
+    ``VLLM_LOGGING_LEVEL`` (default INFO), upper-cased as vLLM does."""
+    level = getattr(config, "log_level", None) if config is not None else None
+    if not level:
+        envs = sys.modules.get("vllm.envs")
+        level = getattr(envs, "VLLM_LOGGING_LEVEL", None) if envs is not None else None
+    return str(level or os.environ.get("VLLM_LOGGING_LEVEL") or "INFO").upper()
+
+
+def follow_vllm() -> bool:
+    """For an application that configured obs itself (``OBS_VLLM`` unset): when vLLM is
+    loaded and ``vllm`` is among the adopted trees, wrap vLLM's logging set-up so each
+    later ``configure_logging`` (building an engine runs one) is taken over again rather
+    than putting vLLM's text handler back. True when wrapped; never raises."""
+    try:
+        from obs._config import STATE  # noqa: PLC0415
+
+        runtime = STATE.runtime
+        if runtime is None or STATE.bridge is None or "vllm" not in runtime.settings.adopt_loggers:
+            return False
+        return wrap_vllm_configure()
+    except Exception as exc:
+        _report(exc)
+        return False
 
 
 def wrap_vllm_configure(module: Any = None) -> bool:
@@ -127,6 +166,10 @@ def register() -> None:
     """The ``vllm.general_plugins`` entry point (vLLM may call it more than once)."""
     try:
         if not read_variable(ENABLE_VAR):
+            if not os.environ.get(ENABLE_VAR, "").strip() and follow_vllm():  # unset
+                from obs.stdlib import adopt_loggers  # noqa: PLC0415
+
+                adopt_loggers(["vllm"])
             return
     except ConfigError as exc:  # neither true nor false: say so, stay off
         _report(exc)
