@@ -336,26 +336,50 @@ def build_exporter(settings: Settings) -> LogRecordExporter:
         headers=dict(settings.otlp_headers),
         timeout=timeout,
         compression=Compression.Gzip if gzip else Compression.NoCompression,
-        session=_pinned_ca_session() if settings.otlp_certificate else None,
+        session=_session(pin_ca=bool(settings.otlp_certificate)),
     )
 
 
-def _pinned_ca_session() -> Any:
-    """A requests Session whose CA stays the configured one.
+def _session(*, pin_ca: bool) -> Any:
+    """The requests Session of the HTTP exporter.
 
-    requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a session's
-    ``verify`` (psf/requests#3829), so on hosts that set them (most CI images, corporate
-    machines) the SDK's HTTP exporter would ignore OTEL_EXPORTER_OTLP_CERTIFICATE.
+    A 2xx answer is the collector's word that it stored the request: a body the client
+    cannot decode (``Content-Encoding: gzip`` over plain bytes) or read to its end (the
+    connection reset after the status line) leaves the answer a 2xx with an empty body,
+    not a failure that would send the stored records again. With ``pin_ca`` the CA stays
+    the configured one: requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a
+    session's ``verify`` (psf/requests#3829), so on hosts that set them (most CI images,
+    corporate machines) the exporter would ignore OTEL_EXPORTER_OTLP_CERTIFICATE.
     """
     import requests  # noqa: PLC0415 - the HTTP exporter's own dependency
 
-    class PinnedCASession(requests.Session):
+    unreadable = (
+        requests.exceptions.ContentDecodingError,
+        requests.exceptions.ChunkedEncodingError,
+        requests.exceptions.ConnectionError,
+    )
+
+    class Session(requests.Session):
         def merge_environment_settings(self, *args: Any, **kwargs: Any) -> Any:
             merged = super().merge_environment_settings(*args, **kwargs)
-            merged["verify"] = self.verify
+            if pin_ca:
+                merged["verify"] = self.verify
             return merged
 
-    return PinnedCASession()
+        def send(self, request: Any, **kwargs: Any) -> Any:
+            if kwargs.get("stream"):
+                return super().send(request, **kwargs)
+            response = super().send(request, **{**kwargs, "stream": True})
+            try:
+                _ = response.content
+            except unreadable:
+                if not 200 <= response.status_code < 300:
+                    raise
+                response._content, response._content_consumed = b"", True
+                response.close()
+            return response
+
+    return Session()
 
 
 #: Old names (tests import them).

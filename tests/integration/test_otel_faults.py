@@ -11,7 +11,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import socket
+import struct
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from test_otel_rejections import PROTOCOLS, Picky, Reports, ev
 
 from obs._otlp_decode import decode_request
@@ -156,3 +160,66 @@ def test_live_batch_cut_mid_split_is_spooled_in_order(tmp_path: Path, protocol: 
     finally:
         picky.stop()
     assert sent == got
+
+
+class _BodyBreaker(BaseHTTPRequestHandler):
+    """A collector that stores each request, then answers 200 with a body the client
+    cannot read: ``Content-Encoding: gzip`` over bytes that are not gzip, or a body cut
+    short by a reset connection (``server.fault``)."""
+
+    server: Any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
+        with self.server.lock:
+            self.server.events.extend(str(r["event_name"]) for r in decode_request(request, "http"))
+        if self.server.fault == "gzip":
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", "14")
+            self.end_headers()
+            self.wfile.write(b"this is no gz!")
+            return
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+        self.wfile.flush()
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+
+
+@pytest.mark.parametrize("fault", ["gzip", "cut"])
+def test_http_200_with_an_unreadable_body_is_delivered_once(tmp_path: Path, fault: str) -> None:
+    """A 200 is the collector's word that it stored the request, whatever its body: the
+    records count as exported, none is sent again or counted lost. A body the client could
+    not decode (or read to its end) used to make it a failure: the WARNING+ were spooled
+    and replayed (each stored twice) and the INFO counted ``export_failed``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BodyBreaker)
+    server.daemon_threads = True
+    server.events, server.lock, server.fault = [], threading.Lock(), fault  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    sink = ExportSink(
+        _settings(tmp_path, endpoint, "http/protobuf"), RankResolver(env={}, host="h"), Reports()
+    )
+    sent = [f"r{i}" for i in range(10)]
+    try:
+        for i, name in enumerate(sent):
+            sink(None, "error" if i % 2 else "info", ev(name, 40 if i % 2 else 20))
+        flushed = sink.force_flush(5.0)
+        time.sleep(0.7)  # a replay would be due by now
+        sink.force_flush(2.0)
+        stats = sink.stats()
+    finally:
+        sink.shutdown(1.0)
+        server.shutdown()
+        server.server_close()
+    assert (True, sent, 10, {}, 0) == (
+        flushed,
+        server.events,  # type: ignore[attr-defined]
+        stats["exported"],
+        stats["dropped"],
+        stats["spooled"],
+    )
