@@ -17,10 +17,14 @@ from __future__ import annotations
 __all__ = ["Outcome", "install_grpc_probe", "install_http_probe"]
 
 import dataclasses
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from obs.encode import scrub_text
 
+#: Starts a thread running the function it is given, and returns it.
+Spawn = Callable[[Callable[[], object]], threading.Thread]
 #: HTTP answers that no retry of the same request can fix (besides 413, too large).
 _PERMANENT_HTTP = frozenset({400, 422})
 _SIZE_WORDS = ("larger than max", "too large", "exceeds", "message size")
@@ -56,23 +60,63 @@ class _Box:
 # --- HTTP -----------------------------------------------------------------------------------
 
 
-class _HTTPProbe:
-    """Wraps the HTTP client's transport: classifies each response it returns."""
+#: How long past its timeout a request may take before it counts as stuck.
+_GRACE = 0.25
 
-    def __init__(self, inner: Any, box: _Box) -> None:
+
+class _HTTPProbe:
+    """Wraps the HTTP client's transport: classifies each response it returns, and bounds
+    each request by its timeout. The HTTP clients' timeouts bound each socket read, not
+    the request: a collector that trickles its answer (a byte or a header line at a time)
+    held the export thread forever, so nothing was spooled or delivered after it."""
+
+    def __init__(self, inner: Any, box: _Box, spawn: Spawn | None = None) -> None:
         self._inner = inner
         self._box = box
+        self._spawn = spawn
+        self._stuck: threading.Thread | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    def _bounded(self, *args: Any, **kwargs: Any) -> Any:
+        """The inner request, run on a helper thread and given up after its timeout (the
+        helper is left to end when the socket does; none is started while one is stuck)."""
+        timeout = kwargs.get("timeout")
+        if self._spawn is None or not isinstance(timeout, (int, float)):
+            return self._inner.request(*args, **kwargs)
+        stuck = self._stuck
+        if stuck is not None and stuck.is_alive():
+            return _timed_out("an earlier request to the collector is still unanswered")
+        got: list[Any] = []
+        thread = self._spawn(lambda: got.append(self._inner.request(*args, **kwargs)))
+        thread.join(max(float(timeout), 0.0) + _GRACE)
+        if got:
+            return got[0]
+        self._stuck = thread
+        return _timed_out(f"no complete answer within {float(timeout):.2f} s")
+
     def request(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._inner.request(*args, **kwargs)
+        result = self._bounded(*args, **kwargs)
         try:
             self._box.answer = _classify_http(result)
         except Exception:  # a body we cannot read: plain ok / not ok
             self._box.answer = None
         return result
+
+
+def _timed_out(why: str) -> Any:
+    """A transport result for a request given up: an error, no status (a failed export)."""
+    from opentelemetry.exporter.http.transport._base import BaseHTTPResult  # noqa: PLC0415
+
+    class TimedOut(BaseHTTPResult):
+        def content(self) -> bytes:
+            return b""
+
+        def headers(self) -> Any:
+            return {}
+
+    return TimedOut(error=TimeoutError(f"OTLP request abandoned: {why}"))
 
 
 def _classify_http(result: Any) -> Outcome | None:
@@ -127,14 +171,16 @@ def _from_response(response: Any) -> Outcome:
     )
 
 
-def install_http_probe(exporter: Any) -> _Box | None:
-    """Put a probe on an SDK HTTP exporter's transport; None when its internals differ."""
+def install_http_probe(exporter: Any, spawn: Spawn | None = None) -> _Box | None:
+    """Put a probe on an SDK HTTP exporter's transport; None when its internals differ.
+    ``spawn(fn)`` starts a thread running ``fn``: each request then runs on one, bounded
+    by its timeout."""
     client = getattr(exporter, "_client", None)
     inner = getattr(client, "_transport", None)
     if inner is None or not callable(getattr(inner, "request", None)):
         return None
     box = _Box()
-    client._transport = _HTTPProbe(inner, box)  # type: ignore[union-attr]
+    client._transport = _HTTPProbe(inner, box, spawn)  # type: ignore[union-attr]
     return box
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -174,7 +175,7 @@ class ExporterTransport:
         module = type(exporter).__module__
         self._box = None
         if module.startswith("opentelemetry.exporter.otlp.proto.http"):
-            self._box = install_http_probe(exporter)
+            self._box = install_http_probe(exporter, _spawn)
         elif module.startswith("opentelemetry.exporter.otlp.proto.grpc"):
             self._box = install_grpc_probe(exporter)
 
@@ -235,6 +236,15 @@ class ProviderTransport:
         """Flush the provider, bounded (its BatchLogRecordProcessor ignores timeouts);
         it belongs to the application, which shuts it down."""
         bounded(lambda: self._provider.force_flush(int(timeout * 1000)), timeout)
+
+
+def _spawn(fn: Callable[[], object]) -> threading.Thread:
+    """Start ``fn`` on an export-class thread in the caller's context (obs' export
+    suppresses instrumentation through it)."""
+    context = contextvars.copy_context()
+    thread = ExportThread(target=lambda: context.run(fn), name="obs-otel-http", daemon=True)
+    thread.start()
+    return thread
 
 
 def bounded(fn: Callable[[], object], timeout: float) -> bool:

@@ -9,6 +9,7 @@ records through the replay's recorded progress.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import socket
 import struct
@@ -222,4 +223,79 @@ def test_http_200_with_an_unreadable_body_is_delivered_once(tmp_path: Path, faul
         stats["exported"],
         stats["dropped"],
         stats["spooled"],
+    )
+
+
+class _Trickler(BaseHTTPRequestHandler):
+    """A collector that, while ``server.trickle`` is set, answers a byte (or a header
+    line) every 0.1 s and never finishes: each socket read succeeds, so the client's read
+    timeout never fires. Otherwise it stores the request and answers 200."""
+
+    server: Any
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.trickle:
+            head = self.server.trickle == "headers"
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            if not head:
+                self.wfile.write(b"Content-Length: 100000\r\n\r\n")
+            with contextlib.suppress(OSError):
+                while self.server.trickle:
+                    self.wfile.write(b"X-Wait: 1\r\n" if head else b"x")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            self.close_connection = True
+            return
+        request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
+        with self.server.lock:
+            self.server.events.extend(str(r["event_name"]) for r in decode_request(request, "http"))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.mark.parametrize("trickle", ["body", "headers"])
+def test_trickling_collector_cannot_hold_the_export(tmp_path: Path, trickle: str) -> None:
+    """A collector that trickles its answer for ever: each request is given up after its
+    timeout, the ERRORs are spooled (not held in memory), and once the collector answers
+    properly every record arrives once. The export thread used to wait for ever (the
+    HTTP client's timeout bounds each read, not the request): nothing spooled, flush
+    waited out its budget, every later record queued behind it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trickler)
+    server.daemon_threads = True
+    server.events, server.lock, server.trickle = [], threading.Lock(), trickle  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = dataclasses.replace(_settings(tmp_path, endpoint, "http/protobuf"), otlp_timeout=0.5)
+    sink = ExportSink(settings, RankResolver(env={}, host="h"), Reports())
+    sent = [f"t{i}" for i in range(6)]
+    try:
+        for name in sent[:3]:
+            sink(None, "error", ev(name))
+        start = time.monotonic()
+        flushed = sink.force_flush(4.0)
+        took = time.monotonic() - start
+        for name in sent[3:]:
+            sink(None, "error", ev(name))
+        time.sleep(0.5)
+        spooled = sink.stats()["spooled"]
+        server.trickle = ""  # type: ignore[attr-defined]
+        end = time.monotonic() + 15.0
+        while time.monotonic() < end and len(server.events) < len(sent):  # type: ignore[attr-defined]
+            sink.force_flush(1.0)
+    finally:
+        sink.shutdown(1.0)
+        server.trickle = ""  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+    assert (False, True, 6, sent) == (
+        flushed,
+        took < 2.5,
+        spooled,
+        sorted(server.events, key=lambda e: int(e[1:])),  # type: ignore[attr-defined]
     )
