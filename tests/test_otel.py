@@ -600,6 +600,32 @@ class TestDelivery:
         assert 1 == len(spool_errors)
         assert {"ERROR": 2} == reports.named("obs_records_dropped")[0]["dropped"]
 
+    def test_a_lost_loss_report_is_not_reported_again(
+        self, make_sink: Callable[..., tuple[ExportSink, Reports]], tmp_path: Path
+    ) -> None:
+        """With the collector down and the spool unusable, the report of the drop is
+        itself a WARNING that cannot be spooled: it is counted (stats) but never reported
+        again, or every report would report itself, one a second, for ever."""
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("x")
+        sink, reports = make_sink(FailingExporter(10**6), spool_dir=str(blocker / "spool"))
+        reports.sink = sink  # the report is exported, as the runtime's is
+        sink(None, "error", ev("e0"))
+        for _ in range(6):
+            sink.force_flush(0.3)
+            time.sleep(0.1)  # past drop_report_interval (0.05 s) each round
+        drops = reports.named("obs_records_dropped")
+        assert [d["dropped"] for d in drops] == [{"ERROR": 1}], drops
+        # e0 and the reports lost in turn (the spool failure's, the export failure's, the
+        # drop's) are all counted, and nothing more is lost once they are
+        counted = sink.stats()["dropped_by_reason"]["spool_error"]
+        assert counted["ERROR"] >= 2
+        assert counted["WARNING"] >= 1
+        sink.force_flush(0.3)
+        time.sleep(0.1)
+        sink.force_flush(0.3)
+        assert counted == sink.stats()["dropped_by_reason"]["spool_error"]
+
 
 class TestReplayOnStart:
     def test_next_sink_replays_the_spool(

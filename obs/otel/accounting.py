@@ -51,8 +51,14 @@ class Counters:
         self.dropped: dict[str, dict[str, int]] = {}  # reason -> level -> n, since start
         self.pending_drops: dict[str, dict[str, int]] = {}  # ... not yet reported
 
-    def drop(self, reason: str, cls: int, n: int = 1) -> None:
-        self.drop_named(reason, CLASS_NAMES[cls], n)
+    def drop(self, reason: str, cls: int, n: int = 1, *, report: bool = True) -> None:
+        """Count ``n`` records of class ``cls`` lost for ``reason``; ``report`` False: in
+        :meth:`stats` only (obs' own loss report, whose report would be lost in turn)."""
+        if report:
+            self.drop_named(reason, CLASS_NAMES[cls], n)
+            return
+        per_level = self.dropped.setdefault(reason, {})
+        per_level[CLASS_NAMES[cls]] = per_level.get(CLASS_NAMES[cls], 0) + n
 
     def corrupt(self, n: int = 1, cls: object = None) -> None:
         """Spool lines that could not be replayed (torn, not JSON, not a record): counted,

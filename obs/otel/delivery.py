@@ -124,6 +124,7 @@ class Disposer:
         own: list[dict[str, Any]] = []  # obs' loss reports: may use the spool's reserve
         own_classes: list[int] = []
         dropped: list[tuple[str, int]] = []
+        quiet: list[tuple[str, int]] = []  # lost loss reports: counted, never reported again
         for cls, payload in victims:
             if cls < WARNING_CLASS:
                 dropped.append((reason, cls))
@@ -155,9 +156,12 @@ class Disposer:
                 self._acct.note("otel_spool", exc)
                 why = "spool_error"
             written += n
-            dropped.extend((why, cls) for cls in batch_classes[n:])
+            (quiet if reserved else dropped).extend((why, cls) for cls in batch_classes[n:])
         with self._lock:
-            self._acct.counters.spooled += written
+            counters = self._acct.counters
+            counters.spooled += written
             for why, cls in dropped:
-                self._acct.counters.drop(why, cls)
+                counters.drop(why, cls)
+            for why, cls in quiet:  # a report of this loss would be lost the same way
+                counters.drop(why, cls, report=False)
         return written
