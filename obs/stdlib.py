@@ -32,7 +32,9 @@ __all__ = [
     "ObsHandler",
     "VllmLogger",
     "adopt_loggers",
+    "bind_once_methods",
     "init_logger",
+    "once_methods",
 ]
 
 import contextlib
@@ -201,7 +203,17 @@ def init_logger(name: str) -> VllmLogger:
     .. versionchanged:: unreleased
        Returns the real ``logging.Logger`` (was a ``LoggerAdapter``), as vLLM's does.
     """
-    logger = logging.getLogger(name)
+    return bind_once_methods(logging.getLogger(name))
+
+
+def once_methods() -> dict[str, Callable[..., None]]:
+    """The drop-in ``*_once`` functions by method name (a copy: vLLM's method table takes
+    them, so its own ``init_logger`` binds them; see :mod:`obs.vllm_plugin`)."""
+    return dict(_ONCE_METHODS)
+
+
+def bind_once_methods(logger: logging.Logger) -> VllmLogger:
+    """Bind the drop-in ``*_once`` methods on ``logger`` (the instance, as vLLM does)."""
     for method_name, method in _ONCE_METHODS.items():
         setattr(logger, method_name, MethodType(method, logger))
     return cast("VllmLogger", logger)

@@ -18,7 +18,9 @@ nothing. Enabled, in each process it:
   config (no config file: a ``LoggingConfig`` built before the plugin loaded, as
   ``vllm serve`` builds it) obs takes the console handler over again. A forked child
   inherits the wrapper: there vLLM never runs the plugin again (its plugins count as
-  loaded), but applies the config it was handed.
+  loaded), but applies the config it was handed;
+- gives vLLM's own ``*_once`` methods obs' drop-in ones (:func:`count_vllm_repeats`), so
+  their repeats are counted and their scope follows obs' ranks.
 
 Records of ``vllm.*`` then go through obs exactly once: the obs handler marks what it wrote
 and the root bridge skips it. The plugin never raises into vLLM.
@@ -31,6 +33,7 @@ from __future__ import annotations
 __all__ = [
     "CONFIG_PATH",
     "ENABLE_VAR",
+    "count_vllm_repeats",
     "enabled",
     "follow_vllm",
     "register",
@@ -162,6 +165,31 @@ def wrap_vllm_configure(module: Any = None) -> bool:
     return True
 
 
+def count_vllm_repeats(module: Any = None) -> bool:
+    """vLLM's own ``*_once`` methods become obs' drop-in ones: the scope is decided by
+    obs' rank resolver and a repeat is counted (``log_repeats_suppressed``) instead of
+    swallowed by vLLM's ``lru_cache``. vLLM's method table (``_METHODS_TO_PATCH``, which
+    its ``init_logger`` binds from) takes them, and the loggers vLLM made already are
+    bound again. Idempotent; False when ``module`` (default: ``vllm.logger``, when loaded)
+    has no such table."""
+    if module is None:
+        module = sys.modules.get("vllm.logger")
+    table = getattr(module, "_METHODS_TO_PATCH", None)
+    if not isinstance(table, dict):
+        return False
+    from obs.stdlib import bind_once_methods, once_methods  # noqa: PLC0415 - with vLLM only
+
+    ours = once_methods()
+    table.update(ours)
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        if not isinstance(logger, logging.Logger):
+            continue
+        bound = [getattr(vars(logger).get(name), "__func__", None) for name in ours]
+        if any(f is not None and f is not ours[n] for f, n in zip(bound, ours, strict=True)):
+            bind_once_methods(logger)  # vLLM's own, bound by its init_logger before
+    return True
+
+
 def register() -> None:
     """The ``vllm.general_plugins`` entry point (vLLM may call it more than once)."""
     try:
@@ -170,6 +198,7 @@ def register() -> None:
                 from obs.stdlib import adopt_loggers  # noqa: PLC0415
 
                 adopt_loggers(["vllm"])
+                count_vllm_repeats()
             return
     except ConfigError as exc:  # neither true nor false: say so, stay off
         _report(exc)
@@ -184,6 +213,7 @@ def register() -> None:
         else:
             adopt_loggers(["vllm"])
         wrap_vllm_configure()
+        count_vllm_repeats()
     except Exception as exc:
         _report(exc)
 

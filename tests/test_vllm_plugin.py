@@ -31,6 +31,9 @@ def clean_vllm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPat
     if vllm_logger is not None:
         setup = vllm_logger._configure_vllm_root_logger  # type: ignore[attr-defined]
         monkeypatch.setattr(vllm_logger, "_configure_vllm_root_logger", setup)
+        table = vllm_logger._METHODS_TO_PATCH  # type: ignore[attr-defined]
+        for name, method in list(table.items()):  # vLLM's own *_once, back afterwards
+            monkeypatch.setitem(table, name, method)
     yield monkeypatch
     obs.testing.reset()
 
@@ -195,6 +198,35 @@ class TestWrapVllmConfigure:
             vllm_plugin.wrap_vllm_configure(SimpleNamespace()),
             vllm_plugin.wrap_vllm_configure(SimpleNamespace(_configure_vllm_root_logger=1)),
         )
+
+
+class TestCountVllmRepeats:
+    def test_table_and_made_loggers_take_obs_once(self) -> None:
+        """vLLM's method table takes obs' drop-in ``*_once`` (its later ``init_logger``
+        binds them); loggers bound with vLLM's before are bound again, others are left;
+        a second call changes nothing; a module without the table is left alone."""
+        from types import MethodType
+
+        from obs.stdlib import once_methods
+
+        def vllm_warning_once(self: logging.Logger, msg: str, *args: Any) -> None:
+            return None
+
+        made = logging.getLogger("vllm.test_count.made")
+        made.warning_once = MethodType(vllm_warning_once, made)  # type: ignore[attr-defined]
+        plain = logging.getLogger("vllm.test_count.plain")
+        module = SimpleNamespace(_METHODS_TO_PATCH={"warning_once": vllm_warning_once})
+        try:
+            assert vllm_plugin.count_vllm_repeats(module)
+            assert vllm_plugin.count_vllm_repeats(module)
+            ours = once_methods()
+            assert module._METHODS_TO_PATCH == ours
+            assert made.warning_once.__func__ is ours["warning_once"]  # type: ignore[attr-defined]
+            assert "warning_once" not in vars(plain)
+            assert not vllm_plugin.count_vllm_repeats(SimpleNamespace())
+        finally:
+            for name in once_methods():
+                vars(made).pop(name, None)
 
 
 def test_packaged_config_is_the_example() -> None:

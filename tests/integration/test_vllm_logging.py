@@ -108,13 +108,18 @@ def test_each_record_once_as_obs_json(
     runs: tuple[dict[str, Run], Any], scenario: str, where: str
 ) -> None:
     """In every process, each vllm.* record is one obs JSON line (nothing in vLLM's text
-    format), with rank fields and the caller's file and line; info_once logs once."""
+    format), with rank fields and the caller's file and line; vLLM's own info_once logs
+    once, and with the plugin its repeat is counted (obs' dedup)."""
     run = runs[0][scenario]
     assert 0 == run.code, run.err[-3000:]
     got = {}
     for offset, kind in enumerate(("vllm_info", "vllm_warning", "vllm_once")):
-        lines = run.lines_with(f"{kind} {where}")
+        found = run.lines_with(f"{kind} {where}")
+        summaries = [json.loads(x) for x in found if "log_repeats_suppressed" in x]
+        lines = [x for x in found if "log_repeats_suppressed" not in x]
         assert 1 == len(lines), lines
+        counted = kind == "vllm_once" and scenario.startswith("plugin")  # not config_path's
+        assert [1] * counted == [x["suppressed_count"] for x in summaries]
         record = json.loads(lines[0])
         got[kind] = (
             record["body"],
@@ -142,6 +147,7 @@ def test_each_record_reaches_the_receiver_once(
         if r["resource"].get("scenario") == scenario
         and r["body"].startswith("vllm_")
         and not r["body"].startswith("vllm_early")  # plugin_cli_order's: its own test
+        and r["event_name"] != "log_repeats_suppressed"  # the info_once repeat, counted
     ]
     expected = sorted(
         f"{kind} {where}"
