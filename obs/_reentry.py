@@ -4,11 +4,12 @@ blocks on a lock the thread holds. One mark per thread, shared by every runtime.
 
 from __future__ import annotations
 
-__all__ = ["LOCAL", "MAX_DEFERRED", "Local", "defer", "drain"]
+__all__ = ["LOCAL", "MAX_DEFERRED", "Local", "MarkedLock", "defer", "drain"]
 
+import _thread
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from obs.callsite import AddCallsite
 
@@ -34,6 +35,8 @@ class Local(threading.local):
 
     def __init__(self) -> None:
         self.deferred: list[tuple[Runtime, str, EventDict, int]] = []
+        #: ``busy`` as it was when each :class:`MarkedLock` this thread holds was taken.
+        self.outer: list[bool] = []
 
 
 LOCAL = Local()
@@ -78,3 +81,70 @@ def drain(local: Local) -> None:
         finally:
             local.gen = 0
             local.busy = False
+
+
+class MarkedLock:
+    """A lock whose holder is marked as inside a log call (``with`` only): a signal handler
+    or finaliser that logs on the thread holding it (inside ``obs.flush()``, ``delivery()``,
+    the export thread) is deferred until it is released, never waits on it. ``raw`` is the
+    plain lock, for a caller already marked (the chain's own submit), and for Condition."""
+
+    __slots__ = ("acquire", "locked", "raw", "release")
+
+    def __init__(self) -> None:
+        self.raw = raw = _thread.allocate_lock()
+        self.acquire, self.release, self.locked = raw.acquire, raw.release, raw.locked
+
+    def __enter__(self) -> bool:
+        local = LOCAL
+        local.outer.append(local.busy)
+        local.busy = True  # before the lock is held: an interrupt after is deferred
+        try:
+            return self.raw.acquire()
+        except BaseException:  # KeyboardInterrupt out of the wait: not held, not marked
+            self._unmark(local)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.raw.release()
+        self._unmark(LOCAL)
+
+    @staticmethod
+    def _unmark(local: Local) -> None:
+        outer = local.outer.pop() if local.outer else False
+        if not outer:
+            local.busy = False
+            if local.deferred:
+                drain(local)
+
+    def __repr__(self) -> str:
+        return f"<obs MarkedLock {'locked' if self.raw.locked() else 'unlocked'}>"
+
+
+def marked(lock: Any) -> Any:
+    """``lock`` (any context manager) held with this thread marked, as :class:`MarkedLock`
+    does: for what obs holds outside a log call that a nested log call would wait on."""
+    return _Marked(lock)
+
+
+class _Marked:
+    __slots__ = ("_cm",)
+
+    def __init__(self, cm: Any) -> None:
+        self._cm = cm
+
+    def __enter__(self) -> Any:
+        local = LOCAL
+        local.outer.append(local.busy)
+        local.busy = True
+        try:
+            return self._cm.__enter__()
+        except BaseException:
+            MarkedLock._unmark(local)
+            raise
+
+    def __exit__(self, *exc: object) -> Any:
+        try:
+            return self._cm.__exit__(*exc)
+        finally:
+            MarkedLock._unmark(LOCAL)

@@ -43,6 +43,8 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
+from obs._reentry import marked
+
 _SPOOL = "spool.jsonl"
 _REPLAY = "spool.replay.jsonl"
 _OFFSET = "spool.replay.offset"
@@ -214,7 +216,9 @@ class Spool:
     def append_lines(self, lines: Sequence[bytes], *, reserved: bool = False) -> int:
         """Append already encoded lines (each ending in a newline); return how many fit."""
         limit = self.max_bytes if reserved else self.max_bytes - self.reserve
-        with self._locked_spool() as fd:
+        # Marked: a finaliser that logs meanwhile on this thread is deferred, never waits
+        # on the flock this thread holds (flock locks per open file, not per process).
+        with marked(self._locked_spool()) as fd:
             used = os.fstat(fd).st_size
             with contextlib.suppress(OSError):
                 used += self._stat(_REPLAY).st_size - self._read_offset()

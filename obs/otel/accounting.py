@@ -11,15 +11,17 @@ __all__ = ["LOSS_REPORTS", "Accounting", "Counters", "Report"]
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from obs._own_events import ObsInternalError, ObsRecordsDropped
 from obs._registry import Event
 from obs.encode import safe_repr, scrub_text
 from obs.levels import CLASS_NAMES
+
+if TYPE_CHECKING:
+    from obs._reentry import MarkedLock
 
 #: How the sink reports obs' own events: ``report(event, level=None, *, body=None)``.
 Report = Callable[..., None]
@@ -117,7 +119,7 @@ class Accounting:
         "reported",
     )
 
-    def __init__(self, report: Report, lock: threading.Lock, drop_interval: float) -> None:
+    def __init__(self, report: Report, lock: MarkedLock, drop_interval: float) -> None:
         self._report = report
         self._lock = lock
         self._drop_interval = drop_interval

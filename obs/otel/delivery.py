@@ -7,10 +7,9 @@ from __future__ import annotations
 
 __all__ = ["Delivery", "Disposer"]
 
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 
@@ -22,6 +21,9 @@ from obs.otel.accounting import LOSS_REPORTS, Accounting
 from obs.otel.records import Payload, RecordBuilder
 from obs.otel.transport import Transport
 
+if TYPE_CHECKING:
+    from obs._reentry import MarkedLock
+
 
 class Delivery:
     """Sends records (class, record) for one sink; counts and notes rejections."""
@@ -32,7 +34,7 @@ class Delivery:
         self,
         transport: Callable[[], Transport | None],
         accounting: Accounting,
-        lock: threading.Lock,
+        lock: MarkedLock,
     ) -> None:
         self._transport = transport
         self._acct = accounting
@@ -110,7 +112,7 @@ class Disposer:
     __slots__ = ("_acct", "_builder", "_lock", "_spool")
 
     def __init__(
-        self, builder: RecordBuilder, spool: Spool, accounting: Accounting, lock: threading.Lock
+        self, builder: RecordBuilder, spool: Spool, accounting: Accounting, lock: MarkedLock
     ) -> None:
         self._builder = builder
         self._spool = spool

@@ -16,6 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import ReadableLogRecord
 
 from obs._export_queue import SeverityQueue
+from obs._reentry import LOCAL, MarkedLock
 from obs._spool import ReplayResult, Spool
 from obs.encode import scrub_text
 from obs.levels import CLASS_NAMES, WARNING_CLASS
@@ -135,8 +136,10 @@ class ExportWorker:
 
     def _reset_state(self) -> None:
         """Fresh lock, queue and counters (construction, and in a forked child)."""
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        #: Marks its holder as inside a log call: a signal handler or finaliser that logs
+        #: while this thread holds it (a flush, ``delivery()``) is deferred, never waits.
+        self._lock = MarkedLock()
+        self._cond = threading.Condition(self._lock)  # type: ignore[arg-type]
         self._queue: SeverityQueue[Captured] = SeverityQueue(self._settings.blrp_max_queue_size)
         self._acct = Accounting(self._report, self._lock, self._drop_interval)
         self._acct.notes.extend(self._initial_notes)
@@ -161,7 +164,7 @@ class ExportWorker:
         self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
         self._ahead: list[tuple[int, Payload]] = []  # WARNING+ to write ahead (collector down)
         self._ahead_held: list[tuple[int, Payload]] | None = None  # being written
-        self._ahead_cond = threading.Condition(self._lock)
+        self._ahead_cond = threading.Condition(self._lock)  # type: ignore[arg-type]
         self._ahead_thread: ExportThread | None = None
         self._closing_replayed = False
         self._last_replay_check = 0.0
@@ -180,7 +183,7 @@ class ExportWorker:
     def submit(self, cls: int, item: Captured) -> None:
         """Queue one captured event of severity class ``cls`` (the caller's side: no I/O
         but a spool write of one record when the queue is full or the sink closed)."""
-        with self._lock:
+        with self._lock.raw if LOCAL.busy else self._lock:  # the chain's call is marked
             if self._closed:
                 victim: tuple[int, Payload] | None = (cls, item)
             elif self._down and cls >= WARNING_CLASS and not self._closing:
