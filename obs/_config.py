@@ -83,6 +83,16 @@ class Holder:
         self._lock = threading.RLock()
         if self.bridge is not None:  # held across a walk of the loggers in configure()
             self.bridge.adopt_lock = threading.Lock()
+        runtime = self.runtime
+        if runtime is not None:  # the once table's lock: a parent thread in admit() held it
+            runtime.deduper._lock = threading.Lock()
+        registry = sys.modules.get("obs._registry")
+        if registry is not None:  # a parent thread registering an event class held it
+            registry.REGISTRY._lock = threading.Lock()
+        if "obs._output" in sys.modules:  # a parent thread in configure() making a sink
+            from obs import _output  # noqa: PLC0415 - loaded already
+
+            _output._STREAMS_LOCK = threading.Lock()
 
     def ensure(self) -> Runtime:
         """The runtime, creating a console-only default one on first use.
