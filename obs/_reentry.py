@@ -4,11 +4,21 @@ blocks on a lock the thread holds. One mark per thread, shared by every runtime.
 
 from __future__ import annotations
 
-__all__ = ["LOCAL", "MAX_DEFERRED", "Local", "MarkedLock", "defer", "drain"]
+__all__ = [
+    "LOCAL",
+    "MAX_DEFERRED",
+    "Local",
+    "MarkedLock",
+    "defer",
+    "defer_built",
+    "drain",
+    "marked",
+]
 
 import _thread
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from obs.callsite import AddCallsite
@@ -32,6 +42,9 @@ class Local(threading.local):
 
     busy = False
     gen = 0
+    #: Building a re-entrant call's event (formatting its %-args): a call made by that
+    #: user code is counted, not built in turn (it would recurse to the stack's end).
+    building = False
 
     def __init__(self) -> None:
         self.deferred: list[tuple[Runtime, str, EventDict, int]] = []
@@ -61,6 +74,22 @@ def defer(runtime: Runtime, event_dict: EventDict, method: str) -> None:
     except Exception:
         event_dict.pop("code.file.path", None)
     deferred.append((runtime, method, event_dict, local.gen))
+
+
+def defer_built(runtime: Runtime, method: str, build: Callable[..., EventDict], *args: Any) -> None:
+    """:func:`defer` the event ``build(*args)`` makes; a call that logs while it is being
+    built (a ``__repr__`` of its %-args that logs) is counted as dropped, not built."""
+    local = LOCAL
+    if local.building:
+        runtime.reentrant_dropped += 1
+        runtime.drops_due = True
+        return
+    local.building = True
+    try:
+        event_dict = build(*args)
+    finally:
+        local.building = False
+    defer(runtime, event_dict, method)
 
 
 def drain(local: Local) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from obs import errors
 from obs._bridge import CALL_KEYWORDS, record_dict, record_minimal
+from obs._delivery import delivery_report, stats_of
 from obs._fields import CONTROL_SET, NO_EVENT, new_event_dict, plain_names
 from obs._format import format_body, plain_text
 from obs._fused import FusedLine
@@ -35,7 +36,7 @@ from obs._own_events import (
     ObsInternalError,
     ObsRecordsDropped,
 )
-from obs._reentry import LOCAL, defer, drain
+from obs._reentry import LOCAL, defer, defer_built, drain
 from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
@@ -238,7 +239,7 @@ class Runtime:
         """
         local = LOCAL
         if local.busy:
-            defer(self, self._entry(logger, level, event, kw, args, depth), method)
+            defer_built(self, method, self._entry, logger, level, event, kw, args, depth)
             return
         local.busy = True
         try:
@@ -283,37 +284,37 @@ class Runtime:
             kw.update(scope=scope, once=True)
             if once_key is not None:
                 kw["once_key"] = once_key
-            defer(self, self._entry(logger, level, event, kw, args, 4), method)
+            defer_built(self, method, self._entry, logger, level, event, kw, args, 4)
             return
         deduper = self.deduper
-        try:  # no lock is taken before admit(): a nested call here needs no deferral
-            if "stage" in kw:
-                level = self.effective_level(level, kw["stage"])
-            info = self.resolver.current() if level < self.ship_level else None
-            if info is not None and not scope_allows(scope, info):
-                if snap is not None:  # kept quiet here: the repeat is answered by the table
-                    cache.remember(logger._name, level, event, snap, None, info)
-                return
-            context = logger._context
-            name = logger._name
-            fields = {**context, **kw} if context else kw
-            if args:  # the formatted body keys the call, as vLLM's (msg, *args)
-                fields = {**fields, "body": format_body(event, args)}
-            key = make_key(name, level, event, fields, once_key)
-            if snap is not None:
-                cache.remember(name, level, event, snap, key, info)
-            if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat: lock-free
-                if deduper.summary_due:
-                    self.emit_summaries()
-                return
-        except Exception:  # an odd stage, scope, once_key or event: the guarded
-            kw.update(scope=scope, once=True)  # processor path decides (and reports)
-            if once_key is not None:
-                kw["once_key"] = once_key
-            self.process(method, self._entry(logger, level, event, kw, args, 5))
-            return
-        local.busy = True
+        local.busy = True  # a value's __repr__/__hash__ in the key may log: deferred, once
         try:
+            try:
+                if "stage" in kw:
+                    level = self.effective_level(level, kw["stage"])
+                info = self.resolver.current() if level < self.ship_level else None
+                if info is not None and not scope_allows(scope, info):
+                    if snap is not None:  # kept quiet here: the table answers the repeat
+                        cache.remember(logger._name, level, event, snap, None, info)
+                    return
+                context = logger._context
+                name = logger._name
+                fields = {**context, **kw} if context else kw
+                if args:  # the formatted body keys the call, as vLLM's (msg, *args)
+                    fields = {**fields, "body": format_body(event, args)}
+                key = make_key(name, level, event, fields, once_key)
+                if snap is not None:
+                    cache.remember(name, level, event, snap, key, info)
+                if deduper.lockfree and deduper.repeat(key):  # the suppressed repeat
+                    if deduper.summary_due:
+                        self._emit_summaries()
+                    return
+            except Exception:  # an odd stage, scope, once_key or event: the guarded
+                kw.update(scope=scope, once=True)  # processor path decides (and reports)
+                if once_key is not None:
+                    kw["once_key"] = once_key
+                self._process(method, self._entry(logger, level, event, kw, args, 4))
+                return
             admitted = not deduper.repeat(key) and deduper.admit(
                 key, event=event, level=level, logger=name
             )
@@ -338,32 +339,33 @@ class Runtime:
         :data:`obs.dedup.OVERFLOW` (truthy) when admitted through the full table's overflow
         slot. Re-entrant (a signal handler inside a log call): admitted, never blocking.
         """
-        if LOCAL.busy:
+        local = LOCAL
+        if local.busy:
             return True
-        cache = self.once_cache
-        slot = cache.slot(event, scope) if cache.enabled and type(event) is str else None
-        try:  # the caller asked the once cache already: this is not a known repeat
-            info = self.resolver.current() if level < self.ship_level else None
-            if info is not None and not scope_allows(scope, info):
-                if slot is not None:  # kept quiet here: the repeat is answered by the table
-                    cache.remember(name, level, slot, args, None, info)
-                return False
-            key = make_key(
-                name,
-                level,
-                event if isinstance(event, str) else safe_repr(event, 200),
-                {str(i): a for i, a in enumerate(args)},  # vLLM's *args as fields 0, 1, ...
-            )
-            if slot is not None:
-                cache.remember(name, level, slot, args, key, info)
-            if self.deduper.lockfree and self.deduper.repeat(key):  # lock-free repeat
-                if self.deduper.summary_due:
-                    self.emit_summaries()
-                return False
-        except Exception:
-            return True
-        LOCAL.busy = True
+        local.busy = True  # a value's __repr__/__hash__ in the key may log: deferred, once
         try:
+            cache = self.once_cache
+            slot = cache.slot(event, scope) if cache.enabled and type(event) is str else None
+            try:  # the caller asked the once cache already: this is not a known repeat
+                info = self.resolver.current() if level < self.ship_level else None
+                if info is not None and not scope_allows(scope, info):
+                    if slot is not None:  # kept quiet here: the table answers the repeat
+                        cache.remember(name, level, slot, args, None, info)
+                    return False
+                key = make_key(
+                    name,
+                    level,
+                    event if isinstance(event, str) else safe_repr(event, 200),
+                    {str(i): a for i, a in enumerate(args)},  # vLLM's *args as fields 0, 1, ...
+                )
+                if slot is not None:
+                    cache.remember(name, level, slot, args, key, info)
+                if self.deduper.lockfree and self.deduper.repeat(key):  # lock-free repeat
+                    if self.deduper.summary_due:
+                        self._emit_summaries()
+                    return False
+            except Exception:
+                return True
             admitted = self.deduper.admit(key, event=str(event), level=level, logger=name)
             if admitted:
                 return admitted
@@ -371,9 +373,9 @@ class Runtime:
                 self._emit_summaries()
             return False
         finally:
-            LOCAL.busy = False
-            if LOCAL.deferred:
-                drain(LOCAL)
+            local.busy = False
+            if local.deferred:
+                drain(local)
 
     def process(self, method: str, event_dict: EventDict) -> None:
         """Run ``event_dict`` through the chain and write it; never raises or blocks on a
@@ -445,10 +447,36 @@ class Runtime:
         ``user.event``). A record whose attributes are odd (a NaN ``created``, a key whose
         ``__str__`` raises) is still written at its own level with its message.
         """
+        local = LOCAL
+        if local.busy:  # nested: deferred; a record its message's %-args log is counted
+            if local.building:
+                self.reentrant_dropped += 1
+                self.drops_due = True
+                return
+            local.building = True
+            try:
+                self._log_record(record, export, self.process)
+            finally:
+                local.building = False
+            return
+        local.busy = True  # the message's %-args' __str__ may log: deferred, once
+        try:
+            self._log_record(record, export, self._process)
+        finally:
+            local.busy = False
+            if local.deferred:
+                drain(local)
+
+    def _log_record(
+        self,
+        record: logging.LogRecord,
+        export: bool,
+        process: Callable[[str, EventDict], None],
+    ) -> None:
         try:
             ed = record_dict(record)
         except Exception as exc:
-            self._fallback_write(record_minimal(record), exc)
+            self._fallback(record_minimal(record), exc)
             return
         level = ed["_obs_level"]
         if "stage" in ed:
@@ -460,7 +488,7 @@ class Runtime:
             return  # OBS_LEVEL decides, whatever level a library gave its own logger
         if not export:
             ed["_obs_no_export"] = True
-        self.process(METHOD_BY_LEVEL.get(level, "info"), ed)
+        process(METHOD_BY_LEVEL.get(level, "info"), ed)
 
     # -- internal events -------------------------------------------------------------
 
@@ -637,7 +665,7 @@ class Runtime:
                 ok = bool(sink.shutdown(self._budget(timeout)))
             except Exception:
                 ok = False
-            self._final_stats = _stats_of(sink)
+            self._final_stats = stats_of(sink)
             self.processors = tuple(p for p in self.processors if p is not sink)
             self.export_level = _NEVER
         return self.flush_lines(timeout, successor, at_exit=at_exit) and ok
@@ -646,25 +674,8 @@ class Runtime:
         """What OTLP export did so far: where to, records sent (queued for export),
         acknowledged by the collector, spooled, dropped and still queued. After
         :meth:`shutdown` the final counts."""
-        settings = self.settings
-        stats = _stats_of(self.sink) if self.sink is not None else self._final_stats
-        url = settings.otlp_logs_url
-        out: dict[str, Any] = {
-            "exporting": stats is not None,
-            "endpoint": scrub_text(url) if url else None,
-            "protocol": settings.otlp_protocol,
-        }
-        stats = stats or {}
-        dropped = stats.get("dropped") or {}
-        out.update(
-            sent=int(stats.get("enqueued", 0)),
-            acknowledged=int(stats.get("exported", 0)),
-            spooled=int(stats.get("spooled", 0)),
-            dropped=sum(int(n) for n in dropped.values()),
-            queued=int(stats.get("queued", 0)),
-            unexported_after_shutdown=self.unexported_after_shutdown,
-        )
-        return out
+        stats = stats_of(self.sink) if self.sink is not None else self._final_stats
+        return delivery_report(self.settings, stats, self.unexported_after_shutdown)
 
     def _budget(self, timeout: float | None) -> float:
         budget = self.settings.shutdown_timeout
@@ -687,12 +698,3 @@ def _internal(event: Event, level: int, body: str | None, logger: str | None) ->
     ed.update(user_fields(fields, CALL_KEYWORDS))
     ed["_obs_level"] = level
     return ed
-
-
-def _stats_of(sink: Any) -> dict[str, Any] | None:
-    """The export sink's delivery counters (None when it has none or they fail)."""
-    try:
-        stats = sink.stats()
-    except Exception:
-        return None
-    return stats if isinstance(stats, dict) else None

@@ -1,0 +1,46 @@
+"""``obs.delivery()``'s report: what OTLP export did so far, from the export sink's
+counters (kept here, out of the runtime's hot-path module)."""
+
+from __future__ import annotations
+
+__all__ = ["delivery_report", "stats_of"]
+
+from typing import TYPE_CHECKING, Any
+
+from obs.encode import scrub_text
+
+if TYPE_CHECKING:
+    from obs.settings import Settings
+
+
+def stats_of(sink: Any) -> dict[str, Any] | None:
+    """The export sink's delivery counters (None when it has none or they fail)."""
+    try:
+        stats = sink.stats()
+    except Exception:
+        return None
+    return stats if isinstance(stats, dict) else None
+
+
+def delivery_report(
+    settings: Settings, stats: dict[str, Any] | None, unexported_after_shutdown: int
+) -> dict[str, Any]:
+    """Where to, records sent (queued for export), acknowledged by the collector, spooled,
+    dropped and still queued, from ``stats`` (None: not exporting)."""
+    url = settings.otlp_logs_url
+    out: dict[str, Any] = {
+        "exporting": stats is not None,
+        "endpoint": scrub_text(url) if url else None,
+        "protocol": settings.otlp_protocol,
+    }
+    stats = stats or {}
+    dropped = stats.get("dropped") or {}
+    out.update(
+        sent=int(stats.get("enqueued", 0)),
+        acknowledged=int(stats.get("exported", 0)),
+        spooled=int(stats.get("spooled", 0)),
+        dropped=sum(int(n) for n in dropped.values()),
+        queued=int(stats.get("queued", 0)),
+        unexported_after_shutdown=unexported_after_shutdown,
+    )
+    return out
