@@ -46,7 +46,8 @@ def get_logger(name: str | None = None, **initial_values: Any) -> BoundLogger:
 
 
 def flush(timeout: float = 2.0) -> bool:
-    """Emit repeat summaries and flush outputs and OTel export; False if time ran out."""
+    """Emit repeat summaries and flush outputs and OTel export; False if time ran out
+    or a line was lost since the last flush (``delivery()["not_written"]`` counts them)."""
     runtime = STATE.runtime
     return runtime.flush(timeout) if runtime is not None else True
 
@@ -61,6 +62,7 @@ def delivery() -> dict[str, Any]:
     """OTLP delivery counters of this process: ``endpoint`` (the URL actually used, no
     password), ``sent``, ``acknowledged``, ``spooled``, ``dropped``, ``queued``; after
     :func:`shutdown`, the final counts. ``exporting`` False when export is off.
+    ``not_written``: lines neither the console nor ``OBS_FILE`` took (a failing sink).
 
     .. versionadded:: 0.2.0
     """

@@ -23,10 +23,14 @@ def stats_of(sink: Any) -> dict[str, Any] | None:
 
 
 def delivery_report(
-    settings: Settings, stats: dict[str, Any] | None, unexported_after_shutdown: int
+    settings: Settings,
+    stats: dict[str, Any] | None,
+    unexported_after_shutdown: int,
+    not_written: int = 0,
 ) -> dict[str, Any]:
     """Where to, records sent (queued for export), acknowledged by the collector, spooled,
-    dropped and still queued, from ``stats`` (None: not exporting)."""
+    dropped and still queued, from ``stats`` (None: not exporting); ``not_written``: lines
+    no console or ``OBS_FILE`` took (a broken sink, re-entrant overflow)."""
     url = settings.otlp_logs_url
     out: dict[str, Any] = {
         "exporting": stats is not None,
@@ -42,5 +46,6 @@ def delivery_report(
         dropped=sum(int(n) for n in dropped.values()),
         queued=int(stats.get("queued", 0)),
         unexported_after_shutdown=unexported_after_shutdown,
+        not_written=not_written,
     )
     return out

@@ -456,7 +456,7 @@ def _close_quietly(fd: int) -> None:
 class Output:
     """The runtime's sinks: the stream (console scope) and the file (shipping rule)."""
 
-    __slots__ = ("dropped", "file", "json", "posting", "stream")
+    __slots__ = ("_flushed_dropped", "dropped", "file", "json", "posting", "stream")
 
     def __init__(self, stream: StreamSink | None, file: FileSink | None, *, json: bool) -> None:
         self.stream = stream
@@ -464,6 +464,7 @@ class Output:
         self.json = json
         #: Lines that could not be written anywhere they were due.
         self.dropped = 0
+        self._flushed_dropped = 0  # ``dropped`` at the last flush: a flush since lost any?
         #: Lines go to the writer threads, never written by the caller (see :meth:`posted`).
         self.posting = False
 
@@ -506,7 +507,8 @@ class Output:
     ) -> bool:
         """Write what other threads queued and flush the stream's text layer, waiting up
         to ``timeout`` (one budget for both sinks) for what was logged before to be written
-        (failed lines are counted in ``dropped``); False when time ran out. Sinks that
+        (failed lines are counted in ``dropped``); False when time ran out or a line was
+        lost since the last flush (no sink took it: the caller is the one left to tell). Sinks that
         ``successor`` writes through too are left to it: their queue goes on.
         ``patient``: see :meth:`Combiner.settle`."""
         kept = () if successor is None else successor._combiners()
@@ -522,7 +524,8 @@ class Output:
                 failed, in_time = sink.flush(left, patient=patient)
                 self.dropped += failed
                 done = done and in_time
-        return done
+        lost, self._flushed_dropped = self.dropped - self._flushed_dropped, self.dropped
+        return done and not lost
 
     def _combiners(self) -> tuple[Combiner[Any], ...]:
         return tuple(s._combiner for s in (self.stream, self.file) if s is not None)

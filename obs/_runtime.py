@@ -671,11 +671,11 @@ class Runtime:
         return self.flush_lines(timeout, successor, at_exit=at_exit) and ok
 
     def delivery(self) -> dict[str, Any]:
-        """What OTLP export did so far: where to, records sent (queued for export),
-        acknowledged by the collector, spooled, dropped and still queued. After
-        :meth:`shutdown` the final counts."""
+        """What OTLP export did so far (where to, sent, acknowledged, spooled, dropped,
+        queued), and the lines no sink took; after :meth:`shutdown` the final counts."""
         stats = stats_of(self.sink) if self.sink is not None else self._final_stats
-        return delivery_report(self.settings, stats, self.unexported_after_shutdown)
+        return delivery_report(self.settings, stats, self.unexported_after_shutdown,
+                               self._output.dropped + self.reentrant_dropped)  # fmt: skip
 
     def _budget(self, timeout: float | None) -> float:
         budget = self.settings.shutdown_timeout

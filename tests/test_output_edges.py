@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import obs
+import obs.testing
 from obs._output import Combiner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,3 +202,22 @@ def test_queued_lines_go_to_their_own_streams_and_an_interrupt_keeps_the_rest(
     for i, stream in enumerate(streams):
         written = [line for s, line in items[: len(items) - len(left)] if s is stream]
         assert b"".join(written).decode() == stream.getvalue(), i
+
+
+@pytest.mark.parametrize("lines", [1, 50])
+def test_lines_no_sink_could_take_reach_flush_and_delivery(lines: int, tmp_path: Path) -> None:
+    """Every write failing (``OBS_FILE=/dev/full``, no console): ``obs.flush()`` says so
+    (False) and ``obs.delivery()`` counts them: the only ways left to tell the operator."""
+    obs.configure(format="json", sdk_disabled=True, file="/dev/full", stream="none")
+    try:
+        log = obs.get_logger("full")
+        for i in range(lines):
+            log.warning("lost", i=i)
+        assert obs.flush(2.0) is False
+        lost = obs.delivery()["not_written"]  # obs' own report of the loss was lost too
+        assert lines <= lost <= lines + 3
+        obs.configure(format="json", sdk_disabled=True, file=str(tmp_path / "f"), stream="none")
+        obs.get_logger("full").warning("kept")
+        assert (obs.flush(2.0), obs.delivery()["not_written"]) == (True, 0)
+    finally:
+        obs.testing.reset()
