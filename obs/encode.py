@@ -57,9 +57,11 @@ from obs._secrets import (
     REDACTED,
     SECRET_PAIRS,
     SECRET_WORDS,
+    close_budget,
     credential_hint,
     is_secret_name,
     key_words,
+    open_budget,
     pair_hint,
     scrub_credentials,
     scrub_text,
@@ -97,18 +99,11 @@ _IS_STR = str.__instancecheck__
 
 
 def _any_credential(values: Iterable[Any]) -> bool:
-    """Whether any str among ``values`` may hold a credential or a secret pair: one join and test
-    for an event of short texts; each text by itself past 4 KiB (the letters a long value
-    lacks must not be found in its neighbours)."""
+    """Whether any str among ``values`` may hold a credential or a secret pair: one join and
+    test for an event of short texts; past 4 KiB, True (each text is tested by itself as it
+    is scrubbed: testing them all first too cost the hints twice)."""
     joined = "\0".join(filter(_IS_STR, values))
-    if len(joined) <= 4096:
-        return credential_hint(joined) or pair_hint(joined)
-    return any(map(_text_hint, filter(_IS_STR, values)))
-
-
-def _text_hint(text: str) -> bool:
-    """Whether :func:`scrub_text` may change ``text`` (C-level tests first)."""
-    return credential_hint(text) or pair_hint(text)
+    return len(joined) > 4096 or credential_hint(joined) or pair_hint(joined)
 
 
 class _FlatMark:
@@ -601,7 +596,7 @@ class Redactor:
             return any(p in low for p in self._extra)
         return False
 
-    def __call__(  # noqa: C901, PLR0912 - the redaction hot path: fast checks first, inlined
+    def __call__(  # the redaction hot path: fast checks first, inlined
         self, logger: WrappedLogger, method_name: str, event_dict: EventDict
     ) -> EventDict:
         exc = event_dict.pop("exc_info", None)
@@ -620,6 +615,15 @@ class Redactor:
                     event_dict[name] = REDACTED
                 elif len(self._safe) < 4096:
                     self._safe.add(name)
+        budget = open_budget()  # what scrubbing this call's values may cost
+        try:
+            return self._values(event_dict)
+        finally:
+            close_budget(budget)
+
+    @staticmethod
+    def _values(event_dict: EventDict) -> EventDict:
+        """Each value made safe and scrubbed (within the call's budget)."""
         if event_dict.get("_obs_flat") is not FLAT:
             for key, value in event_dict.items():
                 cls = type(value)
