@@ -375,11 +375,14 @@ class _Walk:
         if isinstance(obj, (set, frozenset)):
             items = sorted(itertools.islice(obj, MAX_ITEMS), key=lambda x: safe_repr(x, 200))
         out: list[Any] = []
+        flag = False  # the item before was a secret-named option: ["--hf-token", value]
         for i, v in enumerate(items):
             if i >= MAX_ITEMS or self.budget <= 0:
                 out.append(f"... {_more(obj, i)} more items")
                 break
-            out.append(self.value(v, depth + 1))
+            out.append(REDACTED if flag else self.value(v, depth + 1))
+            flag = not flag and type(v) is str and v[:1] == "-" and "=" not in v
+            flag = flag and is_secret_key(v)
         return out
 
 

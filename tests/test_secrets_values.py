@@ -146,3 +146,23 @@ def test_every_route(tmp_path: Path, protocol: str) -> None:
     ]
     (alert,) = [r for r in records if r["event_name"] == "workspace_terminal_failure"]
     assert alert["attributes"]["event"] == "workspace_terminal_failure"
+
+
+@given(
+    flag=st.sampled_from(["--hf-token", "--api-key", "-password", "--client-secret"]),
+    before=st.lists(st.sampled_from(["vllm", "serve", "m", "--tp", "8"]), max_size=4),
+    after=st.lists(st.sampled_from(["--tp", "8", "--max-model-len", "4096"]), max_size=4),
+    kind=st.sampled_from([list, tuple]),
+)
+@settings(max_examples=60, deadline=None)
+def test_command_line_as_a_list_keeps_no_secret_option_value(
+    flag: str, before: list[str], after: list[str], kind: type
+) -> None:
+    """``cmd=["vllm", "serve", "m", "--hf-token", secret]`` (sys.argv, a subprocess's
+    args): the item after a secret-named option is redacted, the rest kept as logged."""
+    argv = kind([*before, flag, SECRET, *after])
+    with obs.testing.capture_events() as events:
+        obs.get_logger("app").error("workspace_terminal_failure", cmd=argv)
+    (event,) = [e for e in events if e.get("event") == "workspace_terminal_failure"]
+    obs.testing.reset()
+    assert event["cmd"] == [*before, flag, "[REDACTED]", *after]
