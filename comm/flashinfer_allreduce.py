@@ -10,7 +10,7 @@ inside the guarded attempt, every stage emits a typed ``workspace_*`` event, and
 Backend rules (as vLLM): ``auto`` tries mnnvl, then trtllm only on a single node; an
 explicit backend gets no fallback; trtllm on several nodes is a ``ValueError``. A chain's
 outcome, success or failure, is cached until :func:`destroy_fi_ar_workspace`: a failed
-creation is not retried (and re-logged) on every call.
+creation is not retried (and re-logged) on every call; an interrupted one is not cached.
 
 Importing this module imports neither torch nor flashinfer.
 
@@ -76,7 +76,7 @@ from comm.events import (
 from obs.encode import error_text
 from obs.errors import ConfigError
 from obs.events import emit
-from obs.fallback import ChainEvents, FallbackResult, FallbackRunner, Stage
+from obs.fallback import INTERRUPTED, ChainEvents, FallbackResult, FallbackRunner, Stage
 from obs.rank import RankResolver
 from obs.stdlib import adopt_loggers
 
@@ -104,6 +104,7 @@ REASONS = (
     "unsupported_world_size",
     "unknown_backend",
     "error",
+    INTERRUPTED,
 )
 #: Reason of a stage the backend rules skip (trtllm on several nodes).
 SKIP_MULTI_NODE = "multi_node"
@@ -207,6 +208,8 @@ _HINTS = {
     "COMM_FI_AR_BACKEND and the flashinfer version",
     SKIP_MULTI_NODE: "trtllm works within one node only; several nodes need mnnvl "
     "(NVLink multicast)",
+    INTERRUPTED: "creation was interrupted (KeyboardInterrupt, SystemExit, a cancellation); "
+    "nothing is cached: the next call tries again",
     "error": "see error_type and error_message, and this rank's workspace_attempt_failed",
 }
 

@@ -7,8 +7,11 @@ every failure with a pluggable classifier, and emits typed events for the named 
 comm's ``workspace_*`` events and an attention-backend chain's own events share one runner.
 The result records the winner and why each earlier stage failed or was skipped.
 
-The stage callable's ``Exception`` is caught (``KeyboardInterrupt``/``SystemExit``
-propagate); the instrumentation itself never raises.
+The stage callable's ``Exception`` is caught. A ``BaseException`` (``KeyboardInterrupt``,
+``SystemExit``, a framework's ``Cancelled``) propagates, after the attempt and the chain's
+terminal failure are reported with reason :data:`INTERRUPTED`: the alert keyed on the
+terminal failure fires for a chain that ended that way too. The instrumentation itself
+never raises.
 
 .. versionadded:: 0.1.0
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "GENERIC_EVENTS",
+    "INTERRUPTED",
     "Attempt",
     "ChainEvents",
     "Classifier",
@@ -43,6 +47,9 @@ from obs.events import (
 )
 
 T = TypeVar("T")
+
+#: The reason of an attempt a ``BaseException`` (not an ``Exception``) ended.
+INTERRUPTED = "interrupted"
 
 #: ``(exception) -> reason``: a short, stable snake_case string for dashboards.
 Classifier = Callable[[BaseException], str]
@@ -225,18 +232,8 @@ class FallbackRunner:
             try:
                 value = stage.run()
             except Exception as exc:
-                took = _ms(t0)
                 reason = self._reason(exc)
-                error_type, error_message = type(exc).__name__, _message(exc)
-                attempts.append(Attempt(stage.backend, reason, error_type, error_message, took))
-                self._send(
-                    self._events.attempt_failed(
-                        self.chain, stage.backend, tried, reason, error_type, error_message, took
-                    ),
-                    extra_control,
-                    failure=True,
-                    exc_info=exc,
-                )
+                self._failed(stage, exc, reason, tried, t0, attempts, extra_control)
                 nxt = next((s for s in pending if s.skip is None), None)
                 if nxt is not None:
                     self._send(
@@ -245,6 +242,10 @@ class FallbackRunner:
                         failure=True,
                     )
                 continue
+            except BaseException as exc:  # Ctrl-C, SystemExit, a framework's Cancelled
+                self._failed(stage, exc, INTERRUPTED, tried, t0, attempts, extra_control)
+                self._finish(started, attempts, extra_control)
+                raise
             took = _ms(t0)
             attempts.append(Attempt(stage.backend, None, None, None, took))
             total = _ms(started)
@@ -253,7 +254,36 @@ class FallbackRunner:
                 extra_control,
             )
             return FallbackResult(self.chain, value, stage.backend, tuple(attempts), total)
-        result: FallbackResult[T] = FallbackResult(
+        return self._finish(started, attempts, extra_control)
+
+    def _failed(  # noqa: PLR0917 - one attempt's whole story
+        self,
+        stage: Stage[Any],
+        exc: BaseException,
+        reason: str,
+        tried: int,
+        t0: int,
+        attempts: list[Attempt],
+        extra_control: Mapping[str, Any],
+    ) -> None:
+        """Record and report one failed attempt."""
+        took = _ms(t0)
+        error_type, error_message = type(exc).__name__, _message(exc)
+        attempts.append(Attempt(stage.backend, reason, error_type, error_message, took))
+        self._send(
+            self._events.attempt_failed(
+                self.chain, stage.backend, tried, reason, error_type, error_message, took
+            ),
+            extra_control,
+            failure=True,
+            exc_info=exc,
+        )
+
+    def _finish(
+        self, started: int, attempts: list[Attempt], extra_control: Mapping[str, Any]
+    ) -> FallbackResult[Any]:
+        """The chain ran out of stages (or was interrupted): report the terminal failure."""
+        result: FallbackResult[Any] = FallbackResult(
             self.chain, None, None, tuple(attempts), _ms(started)
         )
         self._send(self._terminal(result), extra_control, failure=True, scope=self._terminal_scope)

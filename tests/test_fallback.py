@@ -241,11 +241,16 @@ class TestRun:
 
 class TestRobustness:
     def test_keyboard_interrupt_propagates(self) -> None:
-        """Only Exception is caught: Ctrl-C stops the chain and is not reported."""
+        """Only Exception is caught: Ctrl-C stops the chain (no fallback) and propagates,
+        after the attempt and the terminal failure are reported as interrupted."""
         rec = Recorder()
         with pytest.raises(KeyboardInterrupt):
             runner(rec).run((Stage("flash", fail(KeyboardInterrupt())), Stage("sdpa", ok("S"))))
-        assert ["attn_backend_attempt"] == rec.names
+        assert [
+            "attn_backend_attempt",
+            "attn_backend_attempt_failed",
+            "attn_backend_unavailable",
+        ] == rec.names
 
     def test_classifier_failure_is_error(self) -> None:
         """A classifier that raises or returns junk yields reason 'error'."""

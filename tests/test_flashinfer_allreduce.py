@@ -360,6 +360,47 @@ class TestScenarios:
         with pytest.raises(KeyboardInterrupt):
             m.get_fi_ar_workspace(*ARGS)
 
+    @pytest.mark.parametrize("failing", ["mnnvl", "trtllm"])
+    @pytest.mark.parametrize(
+        "interrupt",
+        [KeyboardInterrupt, SystemExit, GeneratorExit, type("Cancelled", (BaseException,), {})],
+    )
+    def test_interrupted_creation_is_a_reported_terminal_failure(
+        self, captured: list[dict[str, Any]], failing: str, interrupt: type[BaseException]
+    ) -> None:
+        """A BaseException out of creation (Ctrl-C, SystemExit, a framework's Cancelled)
+        propagates, and the chain it ended is reported first: attempt_failed and exactly
+        one workspace_terminal_failure (ERROR, reason interrupted, the real type); nothing
+        is cached, so the next call runs the chain again. It ended silently before."""
+        outcomes: dict[str, Any] = {failing: interrupt("stop")}
+        if failing == "trtllm":
+            outcomes["mnnvl"] = RuntimeError(MULTICAST)
+        m, factory = manager(outcomes)
+        with pytest.raises(interrupt):
+            m.get_fi_ar_workspace(*ARGS)
+        terminal = [e for e in captured if e["event"] == "workspace_terminal_failure"]
+        assert 1 == len(terminal), trail(captured)
+        tried = ["mnnvl"] if failing == "mnnvl" else ["mnnvl", "trtllm"]
+        reasons = ["interrupted"] if failing == "mnnvl" else ["no_multicast", "interrupted"]
+        assert {
+            "severity_text": "ERROR",
+            "chain": "fi_ar",
+            "backends_tried": tried,
+            "reasons": reasons,
+            "last_error_type": interrupt.__name__,
+            "last_error_message": "stop",
+        } == pick(terminal[0], "severity_text", "chain", "backends_tried", "reasons",
+                  "last_error_type", "last_error_message")  # fmt: skip
+        failed = [e for e in captured if e["event"] == "workspace_attempt_failed"]
+        assert ("WARNING", failing, "interrupted") == (
+            failed[-1]["severity_text"], failed[-1]["backend"], failed[-1]["reason"]
+        )  # fmt: skip
+        assert not any(e["event"] == "workspace_fallback" and e["from_backend"] == failing
+                       for e in captured)  # fmt: skip
+        assert m.result("fi_ar") is None
+        factory.outcomes.clear()
+        assert isinstance(m.get_fi_ar_workspace(*ARGS), FakeWorkspace)
+
 
 class TestCallsite:
     def test_events_point_at_the_getters_caller(self, captured: list[dict[str, Any]]) -> None:
@@ -787,8 +828,9 @@ class TestClassifier:
         assert "error" == classify_workspace_error(Weird())
 
     def test_reasons_listed(self) -> None:
-        """Every reason the classifier returns is in REASONS."""
+        """Every reason the classifier returns (and the runner's interrupted) is in REASONS."""
         assert {
+            "interrupted",
             "flashinfer_missing",
             "dist_not_initialized",
             "no_cuda",
