@@ -10,7 +10,8 @@ _USAGE = """usage: python -m comm probe --world-size N [--nodes M] [--backend au
 
   probe   run get_fi_ar_workspace / get_fi_ar_quant_workspace on N ranks and report
           (exit 0 all initialized, 3 terminal failure, 4 records not delivered,
-          2 bad usage, 1 probe failed); --help for every option
+          2 bad usage, 1 probe failed, 130/143 Ctrl-C/SIGTERM);
+          --help for every option
 """
 
 

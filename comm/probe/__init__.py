@@ -15,7 +15,8 @@ fresh interpreter per rank instead, since CUDA does not survive fork.
 Exit status: 0 every rank initialized both workspaces, 3 a terminal failure on any rank,
 4 records were not delivered over OTLP (obs' own counters: sent but not acknowledged), 2
 bad usage, 1 the probe itself failed (a rank crashed or timed out). 4 wins over 3: a
-terminal failure the collector never received is one nobody will be alerted to.
+terminal failure the collector never received is one nobody will be alerted to. Ctrl-C or
+SIGTERM kills the launcher and every rank (their own session) and exits 130 or 143.
 
 The package: :mod:`~comm.probe.spec` (the data), :mod:`~comm.probe.launch` (the parent
 and the launcher), :mod:`~comm.probe.rank` (a rank), :mod:`~comm.probe.report` (tables

@@ -8,7 +8,9 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import IO, Any
@@ -37,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the FlashInfer allreduce workspace fallback chain on N local "
         "ranks and report every rank's outcome and whether its records were delivered over "
         "OTLP. Exit status: 0 all initialized, 3 a terminal failure, 4 records not "
-        "delivered, 1 the probe failed, 2 bad usage.",
+        "delivered, 1 the probe failed, 2 bad usage, 130/143 stopped by Ctrl-C/SIGTERM.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
@@ -166,16 +168,50 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
         f"OTLP -> {scrub(endpoint) if endpoint else 'as configured by the environment'}"
     )
     try:
-        result = launch(spec, on_message=None if opts.json else _on_message)
-        if opts.json:
-            stdout.write(json.dumps(result_json(result, receiver), default=str) + "\n")
-        else:
-            _print_result(result, receiver, stdout, verbose=opts.verbose)
-        stdout.flush()
-        return result.exit_code
+        return _run(spec, opts, receiver, stdout)
     finally:
         if receiver is not None:
             receiver.stop()
+
+
+def _run(spec: ProbeSpec, opts: argparse.Namespace, receiver: Any, stdout: IO[str]) -> int:
+    """Launch and print; 128 + the signal when Ctrl-C or SIGTERM stopped the run."""
+    previous = _on_sigterm(_terminate)
+    try:
+        result = launch(spec, on_message=None if opts.json else _on_message)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: launch() killed the ranks
+        signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+        _progress(f"stopped by {signal.Signals(signum).name}; the launcher and ranks killed")
+        return 128 + signum
+    finally:
+        _on_sigterm(previous)
+    if opts.json:
+        stdout.write(json.dumps(result_json(result, receiver), default=str) + "\n")
+    else:
+        _print_result(result, receiver, stdout, verbose=opts.verbose)
+    stdout.flush()
+    return result.exit_code
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is so that the same cleanup runs."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM handler: unwind as Ctrl-C does, so launch() kills the launcher's session
+    (its own process group, which a signal to the probe alone never reaches)."""
+    del signum, frame
+    raise _Terminated
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM (main thread only); the handler it replaced."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
 
 
 def _print_result(result: ProbeResult, receiver: Any, stdout: IO[str], *, verbose: bool) -> None:

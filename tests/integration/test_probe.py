@@ -7,8 +7,10 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -372,6 +374,30 @@ class TestLaunchFailures:
         result = probe.launch(ProbeSpec(world_size=2, timeout=1.0, log_dir=str(log_dir)))
         assert (True, (0, 1), 1) == (result.timed_out, result.missing, result.exit_code)
         assert [] == _processes_mentioning(str(log_dir))
+
+    @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+    def test_signal_to_the_probe_kills_every_rank(self, tmp_path: Path, signum: int) -> None:
+        """SIGTERM (timeout(1), Kubernetes, CI) or Ctrl-C to the probe while the launcher
+        runs: the launcher and its ranks go with it, and the exit status is 128 + signal.
+        SIGTERM killed the probe alone before: the launcher (its own session) went on."""
+        log_dir = tmp_path / "signalled"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OBS_"))}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "comm", "probe", "--world-size", "2", "--log-dir",
+             str(log_dir), "--timeout", "60"],
+            cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        launched = json.dumps({"log_dir": str(log_dir)})[1:-1]  # in the launcher's argv
+        try:
+            deadline = time.monotonic() + 30
+            while not _processes_mentioning(launched) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _processes_mentioning(launched), "the launcher never started"
+            proc.send_signal(signum)
+            code = proc.wait(timeout=20)
+        finally:
+            proc.kill()
+        assert ([], 128 + signum) == (_processes_mentioning(launched), code)
 
     def test_rank_error_is_reported(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A rank that fails before the getters (bad obs setting) reports why; exit 1."""
