@@ -136,6 +136,11 @@ def rank_from_env(env: Mapping[str, str], host: str = "") -> RankInfo | None:
             local_rank = rank % local_world if local_world else rank
         if not local_world:
             local_world = world if node in (None, 0) and local_rank == rank else local_rank + 1
+        # Inconsistent variables (LOCAL_RANK >= LOCAL_WORLD_SIZE, a local size above the
+        # world size) are made consistent, so every node has a local rank 0.
+        local_world = min(local_world, world)
+        if local_rank >= local_world:
+            local_rank = rank % local_world
         if node is None:
             node = rank // local_world if local_world else 0
         return RankInfo(rank, local_rank, world, local_world, node, host, source)

@@ -332,3 +332,45 @@ class TestAddRankInfo:
     def test_default_resolver(self) -> None:
         """Without a resolver the processor reads the process environment."""
         assert 0 == add_rank_info()(None, "info", {})["rank"]
+
+
+_ENV_VALUE = st.one_of(
+    st.none(),
+    st.integers(-3, 40).map(str),
+    st.sampled_from(["", "x", " 2 ", "1.5", "9" * 30]),
+)
+
+
+_LAUNCHERS = [
+    ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"),
+    ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID"),
+    (
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "OMPI_COMM_WORLD_NODE_RANK",
+    ),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    source=st.sampled_from(_LAUNCHERS),
+    rank=st.integers(0, 40),
+    values=st.tuples(_ENV_VALUE, _ENV_VALUE, _ENV_VALUE, _ENV_VALUE),
+)
+def test_inconsistent_launcher_env_gives_a_consistent_rank(
+    source: tuple[str, ...], rank: int, values: tuple[str | None, ...]
+) -> None:
+    """Whatever a launcher's variables say (LOCAL_RANK >= LOCAL_WORLD_SIZE, a local size
+    above the world size, negative, non-int, huge), the rank info holds together: 0 <=
+    local_rank < local_world_size <= world_size and rank < world_size, so each node has a
+    local rank 0 for scope="local". LOCAL_RANK=5 with LOCAL_WORLD_SIZE=2 was kept as 5."""
+    env = {source[0]: str(rank)}
+    env.update({name: v for name, v in zip(source[1:], values, strict=True) if v is not None})
+    info = rank_from_env(env)
+    assert info is not None
+    assert 0 <= info.rank < info.world_size, (env, info)
+    assert 0 <= info.local_rank < info.local_world_size <= info.world_size, (env, info)
+    assert 0 <= info.node_rank, (env, info)
