@@ -1,7 +1,8 @@
 """Rank scoping: which ranks show an event on the console, and which export it anyway.
 
 ``"global"`` shows on global rank 0, ``"local"`` on local rank 0 of each node,
-``"process"`` everywhere, a collection of ints on those ranks. A record at or above
+``"process"`` everywhere, a rank or a collection of ranks (ints >= 0, numpy's integers
+too) on those ranks. A record at or above
 ``export_all_ranks_level`` is still exported from every rank (tagged with its rank) when
 its console scope hides it, so a failure on node 7 is never invisible.
 """
@@ -12,6 +13,8 @@ __all__ = ["EXPECTED", "SCOPES", "DecideScope", "scope_allows", "scope_problem"]
 
 import itertools
 import logging
+import numbers
+import operator
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
@@ -37,8 +40,8 @@ def scope_problem(scope: object) -> str | None:  # noqa: PLR0911 - a reason per 
         return None if str.__str__(scope) in SCOPES else "an unknown scope name"
     if isinstance(scope, bool):
         return "a bool"
-    if isinstance(scope, int):
-        return None if int(scope) >= 0 else "a negative rank"
+    if isinstance(scope, numbers.Integral):  # an int, or numpy's integers
+        return None if _rank_of(scope) is not None else "a negative rank"
     if type(scope) is range:
         return None if scope.start >= 0 and scope.step > 0 else "a range with negative ranks"
     if isinstance(scope, (bytes, bytearray, Mapping)) or not isinstance(scope, Collection):
@@ -49,9 +52,20 @@ def scope_problem(scope: object) -> str | None:  # noqa: PLR0911 - a reason per 
         return "a collection that cannot be read"
     if len(members) > _MAX_RANKS:
         return f"more than {_MAX_RANKS} ranks"
-    if any(type(m) is not int or m < 0 for m in members):
+    if not all((type(m) is int and m >= 0) or _rank_of(m) is not None for m in members):
         return "a collection holding something other than ranks"
     return None
+
+
+def _rank_of(value: object) -> int | None:
+    """``value`` as a rank: an int >= 0 or an integer-like one (numpy's), never a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    try:
+        rank = operator.index(value)
+    except Exception:
+        return None
+    return rank if rank >= 0 else None
 
 
 def scope_allows(scope: object, info: RankInfo) -> bool:  # noqa: PLR0911 - hot, fail-open returns
@@ -73,6 +87,8 @@ def scope_allows(scope: object, info: RankInfo) -> bool:  # noqa: PLR0911 - hot,
         return scope < 0 or info.rank == scope
     if scope_problem(scope) is not None:
         return True
+    if isinstance(scope, numbers.Integral):  # a single numpy integer
+        return info.rank == _rank_of(scope)
     try:
         return info.rank in scope  # type: ignore[operator]
     except Exception:

@@ -265,3 +265,39 @@ class TestInvalidScopes:
         finally:
             obs.testing.reset()
         assert [] == [e for e in events if e["event"] == "obs_internal_error"]
+
+
+class TestIntegerLikeRanks:
+    """numpy's integers (``np.arange``, a rank read from an array) are ranks: they select
+    ranks as ints do and are not reported. They were "something other than ranks": the
+    event showed on every rank and an obs_internal_error was written."""
+
+    def scopes(self) -> list[tuple[object, list[bool]]]:
+        np = pytest.importorskip("numpy")
+        return [
+            (np.int64(3), [False, False, False, True]),
+            (np.uint8(0), [True, False, False, False]),
+            ([np.int64(1), np.int32(3)], [False, True, False, True]),
+            ([1, np.int16(1), 1, 3], [False, True, False, True]),
+            (np.arange(2, 4), [False, False, True, True]),
+            ((np.int64(0), 2), [True, False, True, False]),
+        ]
+
+    def test_select_the_ranks(self) -> None:
+        for scope, expected in self.scopes():
+            assert expected == [scope_allows(scope, info) for info in ALL], scope
+
+    def test_not_reported(self) -> None:
+        obs.configure(stream="none")
+        try:
+            with obs.testing.capture_events() as events:
+                for scope, _ in self.scopes():
+                    obs.get_logger("t").error("scoped", scope=scope)
+        finally:
+            obs.testing.reset()
+        assert [] == [e for e in events if e["event"] == "obs_internal_error"]
+
+    def test_negative_and_bool_members_still_fail_open(self) -> None:
+        np = pytest.importorskip("numpy")
+        for scope in (np.int64(-1), [np.int64(-2)], [np.bool_(True)], np.array([0.0])):
+            assert [True] * 4 == [scope_allows(scope, info) for info in ALL], scope
