@@ -578,6 +578,8 @@ def _adversarial() -> list[tuple[str, Any]]:
         chain = err
     huge_key = {"k" * 50_000_000: 1}
     huge_str = "y" * 50_000_000
+    prose = ("the quick brown fox, jumps: over = lazy dog " * 50)[:2000]
+    pairs = ("token=a," * 300)[:2000]
     return [
         ("1M-key dict value", lambda log: log.info("adv", d=big_dict)),
         ("1M-item list in a once key", lambda log: log.warning_once("adv", ids=big_list)),
@@ -589,6 +591,14 @@ def _adversarial() -> list[tuple[str, Any]]:
         (
             "300 fields of 2 KB",
             lambda log: log.info("adv", **{f"f{i}": "z" * 2000 for i in range(300)}),
+        ),
+        (  # every value has pair separators: each is tested for secret words
+            "300 fields of 2 KB prose",
+            lambda log: log.info("adv", **{f"f{i}": prose for i in range(300)}),
+        ),
+        (
+            "300 fields of 2 KB secret pairs",
+            lambda log: log.info("adv", **{f"f{i}": pairs for i in range(300)}),
         ),
     ]
 

@@ -38,6 +38,9 @@ _NOT_PLAIN = CONTROL_SET | NOT_PLAIN | frozenset(PRIVATE_KEYS)
 #: equality could pass the set checks as another name) is renamed by the chain.
 _STR_ONLY = frozenset({str})
 _line = JSONRenderer.line_bytes
+#: A longer str value with a pair separator is left to the chain, which bounds what one
+#: call spends looking for secret words (here the test would cost each value in full).
+_HINTED_MAX = 512
 
 
 class FusedLine:
@@ -92,8 +95,11 @@ class FusedLine:
                         and not value.isidentifier()
                     ):
                         return False
-                    if ("=" in value or ":" in value or "," in value) and pair_hint(value):
-                        return False  # a secret pair's value: the chain redacts it
+                    if ("=" in value or ":" in value or "," in value) and (
+                        len(value) > _HINTED_MAX or pair_hint(value)
+                    ):
+                        return False  # a secret pair's value (or a long text that may
+                        # hold one): the chain redacts it, within its per-call budget
                 elif cls is float:
                     if value - value != 0.0:  # NaN or inf (inf - inf is NaN): written as null
                         nonfinite = True

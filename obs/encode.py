@@ -303,18 +303,19 @@ def _fields_of(obj: object) -> dict[str, Any] | None:
 class _Walk:
     """One bounded walk: depth, items per container and values in total are capped."""
 
-    __slots__ = ("budget", "otel", "seen")
+    __slots__ = ("budget", "otel", "scrub", "seen")
 
-    def __init__(self, otel: bool) -> None:
+    def __init__(self, otel: bool, scrub: Callable[[str], str] = scrub_text) -> None:
         self.otel = otel
         self.seen: set[int] = set()
         self.budget = MAX_WALK
+        self.scrub = scrub
 
     def value(self, obj: object, depth: int) -> Any:  # noqa: C901, PLR0911, PLR0912 - one dispatch per type, hot
         self.budget -= 1
         cls = type(obj)
         if cls is str:
-            return _plain_str(obj, MAX_STR, scrub_text)  # type: ignore[arg-type]
+            return _plain_str(obj, MAX_STR, self.scrub)  # type: ignore[arg-type]
         if cls is bool or obj is None:
             return obj
         if cls is int:
@@ -323,7 +324,7 @@ class _Walk:
             return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
         if isinstance(obj, _SCALARS):  # subclasses: str Enums, IntEnums, float subclasses
             if isinstance(obj, str):
-                return _plain_str(obj, MAX_STR, scrub_text)
+                return _plain_str(obj, MAX_STR, self.scrub)
             if isinstance(obj, bool):
                 return bool(obj)
             if isinstance(obj, int):
@@ -409,10 +410,12 @@ def _more(obj: object, shown: int) -> int | str:
         return "?"
 
 
-def to_jsonable(obj: object) -> Any:
-    """A JSON-serialisable, redacted copy of ``obj``: str keys, bounded, no cycles."""
+def to_jsonable(obj: object, scrub: Callable[[str], str] = scrub_text) -> Any:
+    """A JSON-serialisable, redacted copy of ``obj``: str keys, bounded, no cycles. ``scrub``:
+    what each str gets (the renderer, whose values the Redactor scrubbed already, passes
+    :func:`scrub_credentials`: scanning them for pairs again cost a long line twice)."""
     try:
-        return _Walk(otel=False).value(obj, 0)
+        return _Walk(otel=False, scrub=scrub).value(obj, 0)
     except Exception:
         return safe_repr(obj)
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, PRIVATE_KEYS, user_fields
-from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, to_jsonable
+from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, scrub_credentials, to_jsonable
 from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
 
 if TYPE_CHECKING:
@@ -117,11 +117,18 @@ _UNMADE = object()
 
 
 def _made(made: dict[Any, Any], key: object, value: object) -> Any:
-    """``to_jsonable(value)``, once per key across the passes of one line."""
+    """:func:`_jsonable` of ``value``, once per key across the passes of one line."""
     safe = made.get(key, _UNMADE)
     if safe is _UNMADE:
-        safe = made[key] = to_jsonable(value)
+        safe = made[key] = _jsonable(value)
     return safe
+
+
+def _jsonable(value: object) -> Any:
+    """A value the chain made safe already (the Redactor scrubbed it, secret pairs too, or
+    the fused path found nothing to scrub), made writable: URL passwords and bearer tokens
+    are still taken out, as a safety net; the pair scan is not run a second time."""
+    return to_jsonable(value, scrub_credentials)
 
 
 def _safe_dict(
@@ -143,7 +150,7 @@ def _safe_dict(
             continue
         name = key if type(key) is str and len(key) <= MAX_KEY else _bounded_name(key)
         try:
-            safe = to_jsonable(value) if made is None else _made(made, key, value)
+            safe = _jsonable(value) if made is None else _made(made, key, value)
             if value_limit is not None and not isinstance(safe, (int, float, bool, type(None))):
                 text = safe if isinstance(safe, str) else orjson.dumps(safe).decode()
                 safe = text if len(text) <= value_limit else text[:value_limit] + "..."

@@ -32,6 +32,7 @@ ADVERSARIAL = {
     "userinfo": "a:b@",
     "bearer": "Bearer abcdefgh ",
     "mixed": "u:p@h token=x, Bearer abcdefghi ",
+    "prose": "the quick brown fox, jumps: over = lazy dog ",
 }
 
 
