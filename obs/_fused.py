@@ -95,8 +95,15 @@ class FusedLine:
                         and not value.isidentifier()
                     ):
                         return False
-                    if ("=" in value or ":" in value or "," in value) and (
-                        len(value) > _HINTED_MAX or pair_hint(value)
+                    if (
+                        (  # has_separator, inlined
+                            "=" in value
+                            or ":" in value
+                            or "," in value
+                            or " -" in value
+                            or value[:1] == "-"
+                        )
+                        and (len(value) > _HINTED_MAX or pair_hint(value))
                     ):
                         return False  # a secret pair's value (or a long text that may
                         # hold one): the chain redacts it, within its per-call budget

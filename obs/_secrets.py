@@ -20,6 +20,7 @@ __all__ = [
     "bearer_hint",
     "close_budget",
     "credential_hint",
+    "has_separator",
     "is_secret_name",
     "key_words",
     "open_budget",
@@ -111,9 +112,11 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: objects, a formatted message, a URL's query), or of a ``('name', value)`` pair (a
 #: header list's repr): the name and its separator. The name decides, through
 #: :func:`is_secret_name`; it is any run of word characters, ``.`` and ``-``
-#: (``--hf-token``, ``2fa_token``), at any length (its end decides too).
+#: (``--hf-token``, ``2fa_token``), at any length (its end decides too). An option of a
+#: command line (``-``/``--`` and a name) is a name too, its value after blanks.
 _PAIR_NAME = re.compile(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)(['\"]?[ \t]*[=:][ \t]*|['\"][ \t]*,[ \t]*)"
+    r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
 #: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
@@ -127,7 +130,7 @@ _AUTH_PAIR = re.compile(
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
-                 "session", "jwt", "dsn", "bearer")  # fmt: skip
+                 "session", "jwt", "dsn", "bearer", "header")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
 #: a message): the same four characters :func:`bearer_hint` looks for first.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+[a-z0-9._~+/=-]{6,}")
@@ -185,10 +188,16 @@ def bearer_hint(text: str) -> bool:
 def pair_hint(text: str) -> bool:
     """False when :func:`scrub_text`'s pair scan would surely leave ``text`` as it is: no
     pair separator, or no secret word (C-level tests; the lowering only past a separator)."""
-    if "=" in text or ":" in text or "," in text:
+    if has_separator(text):
         low = text.lower()
         return any(hint in low for hint in _SECRET_HINTS)
     return False
+
+
+def has_separator(text: str) -> bool:
+    """Whether ``text`` has what separates a pair's name from its value: ``=``, ``:``, a
+    quoted name's ``,``, or a command-line option (``-`` after a blank or first)."""
+    return "=" in text or ":" in text or "," in text or " -" in text or text[:1] == "-"
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
@@ -305,7 +314,7 @@ def scrub_text(text: str) -> str:
     ``Namespace(hf_token=...)``.
     """
     budget = _BUDGET
-    if budget.chars is not None and ("=" in text or ":" in text or "," in text):
+    if budget.chars is not None and has_separator(text):
         budget.scan -= len(text)  # a log call's value: the hint below within its budget
         if budget.scan < 0:
             return REDACTED
@@ -352,7 +361,7 @@ def _redact_pairs(text: str) -> str:
     while (name := _PAIR_NAME.search(text, pos)) is not None:
         _step()
         pos = name.end()
-        if not _secret_name(name.group(1)):
+        if not _secret_name(name[1] or name[3]):  # a pair's name, or an option's
             continue
         value = _PAIR_VALUE.match(text, pos)
         if value is None:

@@ -166,3 +166,55 @@ def test_command_line_as_a_list_keeps_no_secret_option_value(
     (event,) = [e for e in events if e.get("event") == "workspace_terminal_failure"]
     obs.testing.reset()
     assert event["cmd"] == [*before, flag, "[REDACTED]", *after]
+
+
+@given(
+    option=st.sampled_from(["--hf-token", "--api-key", "-password", "--db_password",
+                            "--client-secret", "--access-token", "--extra-headers"]),
+    where=st.sampled_from(["{o} {v}", "vllm serve m {o} {v} --tp 8", "{o}\t{v}",
+                           "run --model m {o}  {v}"]),
+    how=st.sampled_from(["field", "nested", "body"]),
+)  # fmt: skip
+@settings(max_examples=60, deadline=None)
+def test_a_secret_option_and_its_value_in_a_command_line_text(
+    option: str, where: str, how: str
+) -> None:
+    """A command line logged as one string (``--hf-token S``, a blank between the option
+    and its value) keeps no secret; options that are not secret keep their values."""
+    text = where.format(o=option, v=SECRET)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
+        try:
+            log = obs.get_logger("app")
+            if how == "field":
+                log.warning("workspace_attempt", cmd=text)
+            elif how == "nested":
+                log.warning("workspace_attempt", argv={"cmd": [text]})
+            else:
+                log.warning("workspace_attempt", body=text)
+            obs.flush(5)
+            (line,) = _lines(path)
+        finally:
+            obs.testing.reset()
+    written = json.dumps(line)
+    assert SECRET not in written
+    assert line["event"] == "workspace_attempt"
+    assert "--tp 8" in written or "--tp" not in text
+    assert "--model m" in written or "--model" not in text
+
+
+def test_option_values_that_are_not_secret_stay() -> None:
+    """``--max-num-seqs 8 --served-model-name m -p 2``: nothing redacted."""
+    from obs._secrets import scrub_text
+
+    text = "vllm serve m --max-num-seqs 8 --served-model-name m -p 2 --session 3 --tokens 9"
+    assert scrub_text(text) == text
+
+
+def test_a_headers_pair_in_a_value_is_redacted() -> None:
+    """``headers`` is a secret last word for a field name, and for a pair in text too."""
+    from obs._secrets import scrub_text
+
+    assert scrub_text(f"extra_headers={SECRET}, n=1") == "extra_headers=[REDACTED], n=1"
+    assert scrub_text(f"otlp_header: {SECRET}") == "otlp_header: [REDACTED]"
