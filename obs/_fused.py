@@ -95,16 +95,12 @@ class FusedLine:
                         and not value.isidentifier()
                     ):
                         return False
-                    if (
-                        (  # has_separator, inlined
-                            "=" in value
-                            or ":" in value
-                            or "," in value
-                            or " -" in value
-                            or value[:1] == "-"
-                        )
-                        and (len(value) > _HINTED_MAX or pair_hint(value))
-                    ):
+                    if (  # has_separator, inlined
+                        "=" in value
+                        or ":" in value
+                        or "," in value
+                        or ("-" in value and (value[0] == "-" or " -" in value))
+                    ) and (len(value) > _HINTED_MAX or pair_hint(value)):
                         return False  # a secret pair's value (or a long text that may
                         # hold one): the chain redacts it, within its per-call budget
                 elif cls is float:

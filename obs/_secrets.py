@@ -190,14 +190,21 @@ def pair_hint(text: str) -> bool:
     pair separator, or no secret word (C-level tests; the lowering only past a separator)."""
     if has_separator(text):
         low = text.lower()
-        return any(hint in low for hint in _SECRET_HINTS)
+        for hint in _SECRET_HINTS:  # a loop, not any(genexpr): a third less per text
+            if hint in low:
+                return True
     return False
 
 
 def has_separator(text: str) -> bool:
     """Whether ``text`` has what separates a pair's name from its value: ``=``, ``:``, a
     quoted name's ``,``, or a command-line option (``-`` after a blank or first)."""
-    return "=" in text or ":" in text or "," in text or " -" in text or text[:1] == "-"
+    return (
+        "=" in text
+        or ":" in text
+        or "," in text
+        or ("-" in text and (text[0] == "-" or " -" in text))  # one char first: memchr
+    )
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
@@ -208,7 +215,7 @@ SCRUB_CHARS = 64 * 1024
 SCRUB_STEPS = 1024
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
-SCRUB_SCAN = 256 * 1024
+SCRUB_SCAN = 128 * 1024
 
 
 class _Budget(threading.local):
