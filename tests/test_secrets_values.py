@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,20 @@ def _lines(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def _one_line(call: Callable[[Any], None]) -> dict[str, Any]:
+    """The one JSON line ``call(log)`` writes (OBS_FILE; obs reset afterwards)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
+        try:
+            call(obs.get_logger("app"))
+            obs.flush(5)
+            (line,) = _lines(path)
+        finally:
+            obs.testing.reset()
+    return line
+
+
 @given(
     name=st.sampled_from(NAMES),
     shape=st.sampled_from(SHAPES + HEADERS),
@@ -63,23 +78,18 @@ def test_secret_pair_in_a_value_is_redacted(name: str, shape: str, kind: str, ho
     """The secret never reaches the line; the event, and the other fields, are intact."""
     text = shape.format(k=name, v=SECRET)
     value = _wrap(kind, text) if how != "body" else text
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
-        try:
-            log = obs.get_logger("app")
-            if how == "field":
-                log.error("workspace_terminal_failure", detail=value, n=1)
-            elif how == "bind":
-                log.bind(detail=value).error("workspace_terminal_failure", n=1)
-            elif how == "body":
-                log.error("workspace_terminal_failure", body=value, n=1)
-            else:
-                log.error_once("workspace_terminal_failure", detail=value, n=1)
-            obs.flush(5)
-            (line,) = _lines(path)
-        finally:
-            obs.testing.reset()
+
+    def call(log: Any) -> None:
+        if how == "field":
+            log.error("workspace_terminal_failure", detail=value, n=1)
+        elif how == "bind":
+            log.bind(detail=value).error("workspace_terminal_failure", n=1)
+        elif how == "body":
+            log.error("workspace_terminal_failure", body=value, n=1)
+        else:
+            log.error_once("workspace_terminal_failure", detail=value, n=1)
+
+    line = _one_line(call)
     assert SECRET not in json.dumps(line)
     assert (line["event"], line["n"]) == ("workspace_terminal_failure", 1)
     assert "[REDACTED]" in json.dumps(line)
@@ -182,21 +192,16 @@ def test_a_secret_option_and_its_value_in_a_command_line_text(
     """A command line logged as one string (``--hf-token S``, a blank between the option
     and its value) keeps no secret; options that are not secret keep their values."""
     text = where.format(o=option, v=SECRET)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
-        try:
-            log = obs.get_logger("app")
-            if how == "field":
-                log.warning("workspace_attempt", cmd=text)
-            elif how == "nested":
-                log.warning("workspace_attempt", argv={"cmd": [text]})
-            else:
-                log.warning("workspace_attempt", body=text)
-            obs.flush(5)
-            (line,) = _lines(path)
-        finally:
-            obs.testing.reset()
+
+    def call(log: Any) -> None:
+        if how == "field":
+            log.warning("workspace_attempt", cmd=text)
+        elif how == "nested":
+            log.warning("workspace_attempt", argv={"cmd": [text]})
+        else:
+            log.warning("workspace_attempt", body=text)
+
+    line = _one_line(call)
     written = json.dumps(line)
     assert SECRET not in written
     assert line["event"] == "workspace_attempt"
