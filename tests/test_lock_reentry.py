@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = textwrap.dedent(
     """
     import faulthandler, gc, os, signal, sys, threading
-    faulthandler.dump_traceback_later(40, exit=True)  # a hang: tracebacks, rc 1
+    faulthandler.dump_traceback_later(60, exit=True)  # a hang: tracebacks, rc 1
     import obs
     from obs._receiver import OTLPReceiver
 
@@ -47,7 +47,10 @@ CHILD = textwrap.dedent(
             log.warning("from_finaliser")
 
     signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
+    # Every millisecond: thousands of signals inside the locks, and still time between
+    # them for a handler's call under coverage (at 0.3 ms the handlers alone took all of
+    # the main thread's time there, so it never got back out of a wait).
+    signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
     gc.set_threshold(5, 1, 1)
     for i in range(rounds):
         if what in ("flush", "all"):
@@ -97,7 +100,7 @@ def run_child(tmp_path: Path, what: str, rounds: int) -> tuple[int, list[dict[st
     ("what", "rounds"), [("flush", 150), ("delivery", 3000), ("shutdown", 1), ("all", 100)]
 )
 def test_logging_while_obs_holds_its_export_lock(tmp_path: Path, what: str, rounds: int) -> None:
-    """SIGALRM every 0.3 ms logs while the main thread is inside obs.flush(),
+    """SIGALRM every 1 ms logs while the main thread is inside obs.flush(),
     obs.delivery() or obs.shutdown() with OTLP export on (they hold the export worker's
     lock); finalisers log from GC passes on any thread. The child hung on main (the
     handler's record waited on the lock its own thread held). Every record is written
