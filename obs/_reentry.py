@@ -13,6 +13,7 @@ __all__ = [
     "defer_built",
     "drain",
     "marked",
+    "while_building",
 ]
 
 import _thread
@@ -76,9 +77,10 @@ def defer(runtime: Runtime, event_dict: EventDict, method: str) -> None:
     deferred.append((runtime, method, event_dict, local.gen))
 
 
-def defer_built(runtime: Runtime, method: str, build: Callable[..., EventDict], *args: Any) -> None:
-    """:func:`defer` the event ``build(*args)`` makes; a call that logs while it is being
-    built (a ``__repr__`` of its %-args that logs) is counted as dropped, not built."""
+def while_building(runtime: Runtime, fn: Callable[..., object], *args: Any) -> None:
+    """Run ``fn(*args)``, which builds a re-entrant call's event (user code may run: a
+    ``__repr__`` of its %-args); a call that logs meanwhile is counted as dropped, not
+    built in turn (it would recurse to the stack's end)."""
     local = LOCAL
     if local.building:
         runtime.reentrant_dropped += 1
@@ -86,10 +88,14 @@ def defer_built(runtime: Runtime, method: str, build: Callable[..., EventDict], 
         return
     local.building = True
     try:
-        event_dict = build(*args)
+        fn(*args)
     finally:
         local.building = False
-    defer(runtime, event_dict, method)
+
+
+def defer_built(runtime: Runtime, method: str, build: Callable[..., EventDict], *args: Any) -> None:
+    """:func:`defer` the event ``build(*args)`` makes, built :func:`while_building`."""
+    while_building(runtime, lambda: defer(runtime, build(*args), method))
 
 
 def drain(local: Local) -> None:

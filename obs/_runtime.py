@@ -36,7 +36,7 @@ from obs._own_events import (
     ObsInternalError,
     ObsRecordsDropped,
 )
-from obs._reentry import LOCAL, defer, defer_built, drain
+from obs._reentry import LOCAL, defer, defer_built, drain, while_building
 from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
@@ -449,15 +449,7 @@ class Runtime:
         """
         local = LOCAL
         if local.busy:  # nested: deferred; a record its message's %-args log is counted
-            if local.building:
-                self.reentrant_dropped += 1
-                self.drops_due = True
-                return
-            local.building = True
-            try:
-                self._log_record(record, export, self.process)
-            finally:
-                local.building = False
+            while_building(self, self._log_record, record, export, self.process)
             return
         local.busy = True  # the message's %-args' __str__ may log: deferred, once
         try:

@@ -103,9 +103,12 @@ obs.flush(timeout=5)
 """
 
 
-def _run_child(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run_child(
+    tmp_path: Path, env: dict[str, str], source: str = CHILD
+) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` with the secret as its argument, JSON lines to stderr and OBS_FILE."""
     script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(CHILD))
+    script.write_text(textwrap.dedent(source))
     full = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
     full.update(PYTHONPATH=str(ROOT), OBS_FILE=str(tmp_path / "f.jsonl"), OBS_FORMAT="json")
     full.update(OBS_SPOOL_DIR=str(tmp_path / "spool"), OTEL_BLRP_SCHEDULE_DELAY="50", **env)
@@ -196,20 +199,11 @@ def test_fallback_and_typed_event_text(tmp_path: Path, protocol: str) -> None:
     as exception text is: before the cut, of secret pairs too. JSON, OBS_FILE, OTLP."""
     with OTLPReceiver() as rx:
         grpc = protocol == "grpc"
-        script = tmp_path / "child.py"
-        script.write_text(textwrap.dedent(FALLBACK_CHILD))
-        full = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
-        full.update(PYTHONPATH=str(ROOT), OBS_FILE=str(tmp_path / "f.jsonl"), OBS_FORMAT="json")
-        full.update(OTEL_BLRP_SCHEDULE_DELAY="50", OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
-        full["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.grpc_endpoint if grpc else rx.http_endpoint
-        proc = subprocess.run(
-            [sys.executable, str(script), SECRET],
-            cwd=tmp_path,
-            env=full,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        endpoint = rx.grpc_endpoint if grpc else rx.http_endpoint
+        proc = _run_child(
+            tmp_path,
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+            FALLBACK_CHILD,
         )
         assert proc.returncode == 0, proc.stderr
         rx.wait_for(2, predicate=lambda r: r["event_name"] == "chain_terminal_failure")
