@@ -316,7 +316,7 @@ def record_minimal(record: logging.LogRecord) -> EventDict:
     def read(name: str, default: Any) -> Any:
         try:
             return record.__dict__.get(name, default)
-        except Exception:
+        except BaseException:
             return default
 
     level, msg = read("levelno", logging.INFO), read("msg", None)

@@ -50,7 +50,7 @@ def safe_text(value: object) -> str:
     """``str(value)``, bounded; a repr when ``__str__`` raises or returns a non-str."""
     try:
         text = str(value)
-    except Exception:
+    except BaseException:
         return safe_repr(value, 1000)
     return text if type(text) is str and len(text) <= MAX_STR else safe_repr(text, MAX_STR)
 
@@ -102,7 +102,7 @@ def format_body(event: object, args: tuple[Any, ...]) -> str:
             text = template % _redacted_mapping(args[0])
         else:
             text = template % tuple(_bounded_arg(a) for a in args)
-    except Exception as exc:
+    except BaseException as exc:
         if len(args) == 1 and isinstance(args[0], Mapping):
             args = (to_jsonable(args[0]),)  # shown redacted by key, as formatted
         text = (

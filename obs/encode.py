@@ -89,7 +89,7 @@ def is_secret_key(key: object) -> bool:
     if type(key) is not str:
         try:
             key = str.__str__(key) if isinstance(key, str) else safe_repr(key, MAX_KEY)
-        except Exception:
+        except BaseException:
             return False
     return is_secret_name(key)
 
@@ -201,7 +201,7 @@ def _torch_summary(obj: object) -> str | None:
             rank = obj.rank() if hasattr(obj, "rank") else "?"
             return f"<{cls.__name__} rank={rank} size={size}>"
         return _truncate(str(obj), 200)  # dtype, device, Size: short and data-free
-    except Exception:
+    except BaseException:
         return None
 
 
@@ -223,7 +223,7 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
             text = repr(obj)
         if not isinstance(text, str):  # a __repr__ returning a non-str
             text = f"<{type(obj).__qualname__} object>"
-    except Exception as exc:  # a broken __repr__
+    except BaseException as exc:  # a broken __repr__
         text = f"<unrepresentable {type(obj).__qualname__} object: {type(exc).__name__}>"
     try:
         size = len(text)
@@ -231,7 +231,7 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         if size <= limit and len(head) <= limit:
             return _plain_str(head, limit)
         return f"{_plain_str(head[:limit], limit)}...[truncated {size - limit} chars]"
-    except Exception:
+    except BaseException:
         return f"<unrepresentable {type(obj).__qualname__} object>"
 
 
@@ -241,13 +241,13 @@ def _safe_str(obj: object, limit: int = MAX_STR) -> str:
     if isinstance(obj, BaseException):
         try:
             return _plain_str(scrub_text(f"{type(obj).__name__}: {_exc_text(obj)}"), limit)
-        except Exception:
+        except BaseException:
             return safe_repr(obj, limit)
     if isinstance(obj, (bytes, bytearray, memoryview)):
         try:
             text = bytes(obj[: limit * 4]).decode("utf-8", "backslashreplace")
             return _plain_str(text, limit, scrub_text)
-        except Exception:
+        except BaseException:
             return safe_repr(obj, limit)
     return safe_repr(obj, limit)
 
@@ -264,7 +264,7 @@ def error_text(exc: BaseException, limit: int = 2000) -> str:
     raises, scrubbed as all exception text is (secret pairs too), then cut to ``limit``."""
     try:
         text = str(exc)
-    except Exception:
+    except BaseException:
         return f"<unprintable {type(exc).__name__}>"
     return scrubbed_text(text, limit)
 
@@ -280,7 +280,7 @@ def _numpy_scalar(obj: object) -> tuple[bool, object]:
     if cls.__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:
         try:
             return True, obj.item()
-        except Exception:
+        except BaseException:
             return False, None
     return False, None
 
@@ -295,7 +295,7 @@ def _fields_of(obj: object) -> dict[str, Any] | None:
             return {a.name: getattr(obj, a.name, None) for a in attrs}
         if isinstance(obj, tuple) and hasattr(obj, "_fields"):
             return dict(zip(obj._fields, obj, strict=False))
-    except Exception:
+    except BaseException:
         return None
     return None
 
@@ -350,7 +350,7 @@ class _Walk:
         self.seen.add(id(obj))
         try:
             return walk(obj, depth)
-        except Exception:
+        except BaseException:
             return safe_repr(obj, 1024)
         finally:
             self.seen.discard(id(obj))
@@ -406,7 +406,7 @@ def _more(obj: object, shown: int) -> int | str:
     """How many items of ``obj`` were not shown (``?`` when its length is unknown)."""
     try:
         return len(obj) - shown  # type: ignore[arg-type]
-    except Exception:
+    except BaseException:
         return "?"
 
 
@@ -416,7 +416,7 @@ def to_jsonable(obj: object, scrub: Callable[[str], str] = scrub_text) -> Any:
     :func:`scrub_credentials`: scanning them for pairs again cost a long line twice)."""
     try:
         return _Walk(otel=False, scrub=scrub).value(obj, 0)
-    except Exception:
+    except BaseException:
         return safe_repr(obj)
 
 
@@ -436,7 +436,7 @@ def to_otel_value(obj: object) -> Any:
         return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
     try:
         return _Walk(otel=True).value(obj, 0)
-    except Exception:
+    except BaseException:
         return safe_repr(obj)
 
 
@@ -504,7 +504,7 @@ def _format_one(exc: BaseException) -> str:
     )
     try:
         text = _exc_text(exc)
-    except Exception:
+    except BaseException:
         text = f"<exception str() failed: {safe_repr(exc, 200)}>"
     out.append(f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
     return "".join(out)
@@ -546,7 +546,7 @@ def format_exception(value: object) -> dict[str, str] | None:
             "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
             "exception.stacktrace": _plain_str(_format_chain(exc), MAX_STACK, scrub_text),
         }
-    except Exception as err:
+    except BaseException as err:
         return {
             "exception.type": "unknown",
             "exception.message": safe_repr(err),

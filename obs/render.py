@@ -103,7 +103,7 @@ def _control_value(key: str, value: Any) -> Any:
     if isinstance(value, str):
         try:
             return to_jsonable(value)
-        except Exception:
+        except BaseException:
             return "<unrenderable>"
     return to_jsonable(value)
 
@@ -154,7 +154,7 @@ def _safe_dict(
             if value_limit is not None and not isinstance(safe, (int, float, bool, type(None))):
                 text = safe if isinstance(safe, str) else orjson.dumps(safe).decode()
                 safe = text if len(text) <= value_limit else text[:value_limit] + "..."
-        except Exception:
+        except BaseException:
             safe = safe_repr(value, value_limit or MAX_STR)
         out[name] = safe
         kept += 1
@@ -195,7 +195,7 @@ def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> b
     """
     try:
         out = orjson.dumps(event_dict, default=json_default, option=option)
-    except Exception:  # a huge int, a lone surrogate, a non-str key
+    except BaseException:  # a huge int, a lone surrogate, a non-str key
         out = b""
     # bytes.find, not `in`: `in` goes through the buffer protocol, 3x slower per line. On a
     # long line the scan costs more than looking at the floats (10 us for 16 KB of text).
@@ -213,7 +213,7 @@ def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> b
     for limit in (None, 1024, 64):
         try:
             out = orjson.dumps(_safe_dict(event_dict, limit, made), option=option)
-        except Exception:  # a value even the safe copy could not write: shorten further
+        except BaseException:  # a value even the safe copy could not write: shorten further
             out = b""
         if out and len(out) <= MAX_LINE:
             return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
@@ -331,7 +331,7 @@ def _value(value: Any, limit: int = CONSOLE_VALUE_MAX) -> str:
             text = orjson.dumps(
                 value, default=json_default, option=orjson.OPT_NON_STR_KEYS
             ).decode()
-        except Exception:
+        except BaseException:
             text = safe_repr(value, limit)
     return _one_line(text if len(text) <= limit else text[:limit] + "...")
 

@@ -48,7 +48,7 @@ def scope_problem(scope: object) -> str | None:  # noqa: PLR0911 - a reason per 
         return f"a {type(scope).__name__}"
     try:
         members = list(itertools.islice(iter(scope), _MAX_RANKS + 1))
-    except Exception:
+    except BaseException:
         return "a collection that cannot be read"
     if len(members) > _MAX_RANKS:
         return f"more than {_MAX_RANKS} ranks"
@@ -63,7 +63,7 @@ def _rank_of(value: object) -> int | None:
         return None
     try:
         rank = operator.index(value)
-    except Exception:
+    except BaseException:
         return None
     return rank if rank >= 0 else None
 
@@ -91,7 +91,7 @@ def scope_allows(scope: object, info: RankInfo) -> bool:  # noqa: PLR0911 - hot,
         return info.rank == _rank_of(scope)
     try:
         return info.rank in scope  # type: ignore[operator]
-    except Exception:
+    except BaseException:
         return True
 
 
