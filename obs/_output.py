@@ -54,11 +54,25 @@ CHUNK_MAX = 1 << 20
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
+    try:
+        written = os.write(fd, data)
+    except BlockingIOError:  # the application's O_NONBLOCK descriptor, full: "later"
+        written = 0
     if written < len(data):  # a pipe or a signal cut it short: finish the same line
         view = memoryview(data)[written:]
         while view:
-            view = view[os.write(fd, view) :]
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:  # wait for room, as a blocking write would
+                _wait_writable(fd)
+
+
+def _wait_writable(fd: int) -> None:
+    """Wait (up to a second: the caller tries again) until ``fd`` takes a write; only the
+    writer thread and writes to regular files, which never stall, get here."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    poller.poll(1000)
 
 
 def _ready(fd: int) -> bool:
@@ -80,8 +94,11 @@ def _write_ready(fd: int, data: bytes) -> int:
         except BlockingIOError:
             return 0
     written = 0
-    while written < len(data) and _ready(fd):
-        written += os.write(fd, data[written : written + PIPE_LINE_MAX])
+    try:
+        while written < len(data) and _ready(fd):
+            written += os.write(fd, data[written : written + PIPE_LINE_MAX])
+    except BlockingIOError:  # O_NONBLOCK, and another process filled it since the poll
+        pass
     return written
 
 
@@ -183,7 +200,10 @@ class StreamSink:
                 if seen[3] and not _ready(seen[1]):  # a reader that does not read now:
                     combiner.queue.appendleft((stream, data))  # the writer thread waits
                 else:
-                    stream.flush()  # what the app printed before comes first
+                    try:  # noqa: SIM105 - suppress() costs a call per line here
+                        stream.flush()  # what the app printed before comes first
+                    except BlockingIOError:  # O_NONBLOCK: the app's text stays buffered
+                        pass
                     written = _out(seen[1], data, not seen[3])
                     if written < len(data):  # the rest, before any other line
                         combiner.queue.appendleft((stream, data[written:]))
@@ -307,7 +327,10 @@ def _to_stream(stream: Any, lines: list[bytes], seen: list[Any], progress: list[
             if not wait and not _ready(fd):
                 progress[1] = 1  # nothing taken now: all of it waits for the writer thread
                 return 0
-            stream.flush()  # what the app printed before comes first
+            try:  # noqa: SIM105 - as in StreamSink.write
+                stream.flush()  # what the app printed before comes first
+            except BlockingIOError:  # O_NONBLOCK: the app's text stays buffered
+                pass
         else:  # a text stream without a descriptor (pytest's capture, StringIO)
             stream.write(b"".join(lines).decode("utf-8", "replace"))
             lines.clear()
