@@ -34,7 +34,19 @@ $(VLLM_STAMP): $(STAMP) $(VLLM_REQS)
 		|| { echo "setup: vLLM's test dependencies failed to install"; exit 1; }
 	@touch $@
 
-setup: $(STAMP) $(VLLM_STAMP)
+# Grafana's LogQL grammar for tests/test_ops_kit_loki.py (every query of the ops kit must
+# parse). Needs node/npm; without them that test is skipped, with them make requires it.
+LOGQL_SPEC := @grafana/lezer-logql@0.3.0
+LOGQL_STAMP := $(VENV)/.stamp-logql
+$(LOGQL_STAMP): $(STAMP)
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "setup: installing $(LOGQL_SPEC) under $(VENV)/node (Grafana's LogQL grammar)"; \
+		npm install --silent --no-audit --no-fund --prefix $(VENV)/node $(LOGQL_SPEC) \
+			|| { echo "setup: $(LOGQL_SPEC) failed to install"; exit 1; }; \
+	else echo "setup: no npm: the LogQL grammar check will be skipped"; fi
+	@touch $@
+
+setup: $(STAMP) $(VLLM_STAMP) $(LOGQL_STAMP)
 
 lint: setup
 	$(BIN)/ruff check $(LINTED)
@@ -46,7 +58,9 @@ typecheck: setup
 # Branch coverage of obs and comm, subprocesses included, enforced (fail_under in pyproject).
 pytest: setup
 	@rm -f .coverage .coverage.*
-	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml OBS_REQUIRE_VLLM=1 $(BIN)/python -m coverage run -m pytest
+	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml OBS_REQUIRE_VLLM=1 \
+		OBS_REQUIRE_LOGQL=$$(command -v npm >/dev/null 2>&1 && echo 1) \
+		$(BIN)/python -m coverage run -m pytest
 	@$(BIN)/python -m coverage combine -q
 	$(BIN)/python -m coverage report
 

@@ -15,8 +15,12 @@ execution-error state and the workspace_terminal_failure alert itself never fire
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +30,11 @@ from hypothesis import strategies as st
 from test_ops_kit import (
     COLLECTOR,
     LOKI,
+    ROOT,
     SAMPLE_LINE,
     Query,
     alert_queries,
+    all_queries,
     dashboard_queries,
     load_yaml,
     loki_action,
@@ -180,3 +186,81 @@ class TestLokiLabelNames:
     def test_names_follow_otlptranslator(self, attribute, label):
         """Dots (runs of invalid characters) become one underscore; a digit start key_."""
         assert loki_label_name(attribute) == label
+
+
+# --- LogQL grammar ------------------------------------------------------------------------
+
+#: Grafana's own LogQL grammar (npm @grafana/lezer-logql, the parser of Grafana's Loki query
+#: editor, generated from grafana/loki pkg/logql/syntax/expr.y); `make` installs it under
+#: .venv/node. LOGQL_NODE_MODULES names another node_modules folder that holds it.
+LEZER_LOGQL = "@grafana/lezer-logql"
+NODE_MODULES = [
+    Path(p)
+    for p in (os.environ.get("LOGQL_NODE_MODULES"), ROOT / ".venv" / "node" / "node_modules")
+    if p
+]
+REQUIRE_GRAMMAR = os.environ.get("OBS_REQUIRE_LOGQL") == "1"  # read before the env is reset
+#: Grafana's variables, as Grafana interpolates them before the query reaches Loki.
+GRAFANA_VARIABLES = {"$__range": "6h", "$__interval": "1m", "$__auto": "1m"}
+_PARSE_JS = """
+const { parser } = require(process.argv[1]);
+const queries = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const out = queries.map((q) => {
+  const errors = [];
+  parser.parse(q).iterate({ enter: (n) => { if (n.type.isError) errors.push(n.from); } });
+  return errors;
+});
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def _lezer_logql() -> Path | None:
+    found = [d / LEZER_LOGQL for d in NODE_MODULES if (d / LEZER_LOGQL / "package.json").exists()]
+    if shutil.which("node") is None or not found:
+        if REQUIRE_GRAMMAR:
+            pytest.fail(f"OBS_REQUIRE_LOGQL=1 but no node or {LEZER_LOGQL} in {NODE_MODULES}")
+        pytest.skip(f"needs node and {LEZER_LOGQL} (make installs it under .venv/node)")
+    return found[0]
+
+
+def grafana_expand(expr: str) -> str:
+    for name, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(name, value)
+    return expr
+
+
+def logql_syntax_errors(queries: list[str]) -> list[list[int]]:
+    """The offsets where Grafana's LogQL grammar finds an error, per query ([] = parses)."""
+    module = _lezer_logql()
+    proc = subprocess.run(
+        ["node", "-e", _PARSE_JS, str(module)],
+        input=json.dumps([grafana_expand(q) for q in queries]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+class TestLogQLGrammar:
+    def test_every_query_of_the_kit_parses(self):
+        """Dashboard panels and annotation, alert rules, README and OPERATIONS.md: every
+        query is valid LogQL for Grafana's parser (Grafana variables interpolated)."""
+        queries = all_queries()
+        errors = logql_syntax_errors([q.expr for q in queries])
+        bad = {q.where + ": " + q.expr: e for q, e in zip(queries, errors, strict=True) if e}
+        assert bad == {}
+
+    @pytest.mark.parametrize(
+        "broken",
+        [
+            'sum by (chain) (count_over_time({service_name="x"} | event="a" [5m])',
+            'sum by (chain) count_over_time({service_name="x"} | event="a" [5m])',
+            '{service_name="x"} | event=workspace_terminal_failure',
+            'count_over_time({service_name="x"} | event="a")',
+        ],
+    )
+    def test_the_grammar_check_catches_a_broken_query(self, broken):
+        """A missing parenthesis, an unquoted value, a range aggregation without [range]."""
+        assert logql_syntax_errors([broken]) != [[]]
