@@ -360,7 +360,7 @@ class TestCollectorConfig:
             "0.0.0.0:4317",
             "0.0.0.0:4318",
         )
-        assert doc["receivers"]["filelog"]["include"] == ["/var/log/obs/*.jsonl"]
+        assert doc["receivers"]["filelog"]["include"][0] == "/var/log/obs/*.jsonl"
         assert doc["receivers"]["filelog"]["operators"][0]["type"] == "json_parser"
         assert {"memory_limiter", "batch", "resource/filelog"} <= set(doc["processors"])
         assert doc["exporters"]["otlphttp/loki"]["endpoint"] == "http://loki:3100/otlp"
