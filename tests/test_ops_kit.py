@@ -647,17 +647,24 @@ class TestAlerts:
         raw = [r for g in load_yaml(ALERTS)["groups"] for r in g["rules"]]
         assert all("${OBS_RUNBOOK_URL}" in r["annotations"]["runbook_url"] for r in raw)
 
-    def test_each_rule_is_a_5_minute_query_reduced_and_thresholded(self):
-        """A: Loki over 300 s; B: reduce(A); C: threshold(B); the condition is C."""
+    def test_each_rule_is_a_windowed_query_reduced_and_thresholded(self):
+        """A: Loki over 1 h (one record fires) or 5 min (the storm rate); B: reduce(A);
+        C: threshold(B); the condition is C."""
+        windows = {
+            "obs-ws-terminal-failure": (3600, "[1h]"),
+            "obs-ws-fallback-storm": (300, "[5m]"),
+            "obs-records-dropped": (3600, "[1h]"),
+        }
         for rule in alert_rules():
             a, b, c = rule["data"]
+            seconds, range_ = windows[rule["uid"]]
             assert (a["refId"], a["datasourceUid"], a["relativeTimeRange"]) == (
                 "A",
                 "loki",
-                {"from": 300, "to": 0},
+                {"from": seconds, "to": 0},
             )
             assert a["model"]["queryType"] == "instant"
-            assert "[5m]" in a["model"]["expr"]
+            assert range_ in a["model"]["expr"]
             assert (b["model"]["type"], b["model"]["expression"]) == ("reduce", "A")
             assert (c["model"]["type"], c["model"]["expression"]) == ("threshold", "B")
             assert rule["condition"] == "C"

@@ -34,6 +34,7 @@ from test_ops_kit import (
     SAMPLE_LINE,
     Query,
     alert_queries,
+    alert_rules,
     all_queries,
     dashboard_queries,
     load_yaml,
@@ -94,7 +95,7 @@ def loki_labels(
 
 
 def fleet_lines(ranks: int = RANKS) -> Iterator[tuple[str, str]]:
-    """(file, JSON line) of what every rank of a failing fleet writes within 5 minutes: a
+    """(file, JSON line) of what every rank of a failing fleet writes within an alert window: a
     fallback and a terminal failure on both chains, and dropped-record reports for a
     collector outage (queue_full and export_failed)."""
     template = json.loads(SAMPLE_LINE)
@@ -264,3 +265,67 @@ class TestLogQLGrammar:
     def test_the_grammar_check_catches_a_broken_query(self, broken):
         """A missing parenthesis, an unquoted value, a range aggregation without [range]."""
         assert logql_syntax_errors([broken]) != [[]]
+
+
+# --- late records ---------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_s(text: str | int) -> float:
+    """A Go / Prometheus duration ("10m", "1s", "200ms", "1h30m") in seconds."""
+    if isinstance(text, int):
+        return float(text)
+    parts = _DURATION.findall(text)
+    assert parts, text
+    assert "".join(n + u for n, u in parts) == text, text
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def delivery_delay_s() -> float:
+    """How late the kit's own collector may still deliver a record to Loki: the exporter
+    retries a batch for ``retry_on_failure.max_elapsed_time``, each try bounded by its
+    ``timeout`` (default 30 s, exporterhelper TimeoutConfig), after waiting up to the
+    batch processor's ``timeout`` and the filelog receiver's ``poll_interval`` (200 ms)."""
+    doc = load_yaml(COLLECTOR)
+    exporter = doc["exporters"]["otlphttp/loki"]
+    retry = duration_s(exporter["retry_on_failure"]["max_elapsed_time"])
+    request = duration_s(exporter.get("timeout", "30s"))
+    batch = duration_s(doc["processors"]["batch"]["timeout"])
+    poll = duration_s(doc["receivers"]["filelog"].get("poll_interval", "200ms"))
+    return retry + request + batch + poll
+
+
+def single_record_rules() -> list[dict[str, Any]]:
+    """Rules that fire on one record (threshold > 0): a late record must still count."""
+    return [
+        rule
+        for rule in alert_rules()
+        if rule["data"][2]["model"]["conditions"][0]["evaluator"] == {"type": "gt", "params": [0]}
+    ]
+
+
+class TestLateRecords:
+    def test_single_record_rules_look_back_further_than_the_collector_delivers_late(self):
+        """Loki stores a record at its own timestamp, so one the collector delivers after
+        retrying through a Loki outage (up to max_elapsed_time, 10 minutes) lands before
+        a 5-minute window at every evaluation: the terminal-failure alert never fired.
+        The query range and relativeTimeRange cover the collector's delivery delay."""
+        delay = delivery_delay_s()
+        short = {}
+        for rule in single_record_rules():
+            query = rule["data"][0]
+            ranges = [duration_s(r) for r in re.findall(r"\[([^\]]+)\]", query["model"]["expr"])]
+            window = min([*ranges, query["relativeTimeRange"]["from"]])
+            if window < delay:
+                short[rule["uid"]] = window
+        assert {r["uid"] for r in single_record_rules()} >= {"obs-ws-terminal-failure"}
+        assert short == {}, f"the collector may deliver {delay:.0f} s late"
+
+    def test_query_range_and_relative_time_range_agree(self):
+        """Each rule asks Loki for the range its count_over_time covers."""
+        for rule in alert_rules():
+            query = rule["data"][0]
+            ranges = {duration_s(r) for r in re.findall(r"\[([^\]]+)\]", query["model"]["expr"])}
+            assert ranges == {float(query["relativeTimeRange"]["from"])}, rule["uid"]
