@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from test_ops_kit import (
     COLLECTOR,
     LOKI,
+    OPERATIONS,
     ROOT,
     SAMPLE_LINE,
     Query,
@@ -37,8 +38,10 @@ from test_ops_kit import (
     alert_rules,
     all_queries,
     dashboard_queries,
+    index_labels,
     load_yaml,
     loki_action,
+    obs_resource,
     snippet_rules,
 )
 
@@ -329,3 +332,58 @@ class TestLateRecords:
             query = rule["data"][0]
             ranges = {duration_s(r) for r in re.findall(r"\[([^\]]+)\]", query["model"]["expr"])}
             assert ranges == {float(query["relativeTimeRange"]["from"])}, rule["uid"]
+
+
+# --- Loki's out-of-order window -------------------------------------------------------------
+
+#: grafana/loki pkg/ingester/ingester.go: ``ingester.max-chunk-age`` (2h); stream.go
+#: refuses an entry older than the stream's newest entry minus max_chunk_age / 2
+#: ("entry too far behind"), and the push answers 400, which the collector does not retry.
+LOKI_DEFAULT_MAX_CHUNK_AGE_S = 2 * 3600
+
+
+def loki_accepts(pushes: list[tuple[dict[str, str], float]], max_chunk_age_s: float) -> list[bool]:
+    """Which (stream labels, timestamp) entries, pushed in this order, an ingester keeps."""
+    highest: dict[tuple[tuple[str, str], ...], float] = {}
+    out = []
+    for labels, ts in pushes:
+        key = tuple(sorted(labels.items()))
+        newest = highest.get(key)
+        ok = newest is None or ts >= newest - max_chunk_age_s / 2
+        if ok:
+            highest[key] = max(ts, newest if newest is not None else ts)
+        out.append(ok)
+    return out
+
+
+def index_labels_of(host: str) -> dict[str, str]:
+    """The stream labels of rank 3's records from ``host``, with the kit's Loki limits."""
+    return index_labels(obs_resource(3, host), snippet_rules())
+
+
+def max_chunk_age_s() -> float:
+    ingester = load_yaml(LOKI).get("ingester") or {}
+    return duration_s(ingester.get("max_chunk_age", LOKI_DEFAULT_MAX_CHUNK_AGE_S))
+
+
+class TestOutOfOrderWindow:
+    def test_a_backlog_behind_the_window_is_refused_and_the_docs_bound_it(self):
+        """Host A's collector was down for 2 hours; the other hosts kept the service's one
+        stream current. A's backlog (tailed files, a spool replay) older than the window
+        is refused by Loki, so the docs may not promise "nothing lost while the file
+        exists": they name the window, and it is the one the model finds."""
+        now = 10_000.0
+        host_a = index_labels_of("gpu-node-0")
+        host_b = index_labels_of("gpu-node-1")
+        assert host_a == host_b  # rank and host are not index labels: one stream
+        live = [(host_b, now - 60.0 * m) for m in range(120, -1, -1)]
+        backlog = [(host_a, now - 60.0 * m) for m in range(120, -1, -1)]
+        kept = loki_accepts(live + backlog, max_chunk_age_s())[len(live) :]
+        window_min = max_chunk_age_s() / 2 / 60
+        refused_min = [120 - i for i, ok in enumerate(kept) if not ok]
+        assert refused_min == [m for m in range(120, -1, -1) if m > window_min]
+        text = " ".join(OPERATIONS.read_text().split())
+        assert "nothing lost while the file exists" not in text
+        hours = max_chunk_age_s() / 2 / 3600
+        assert f"more than {hours:g} hour" in text
+        assert "entry too far behind" in text
