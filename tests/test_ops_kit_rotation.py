@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from _fileconsumer import FileConsumer
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_ops_kit import COLLECTOR, load_yaml
 
@@ -75,11 +75,7 @@ def test_lines_obs_writes_to_the_renamed_file_are_read(tmp_path, rotated_name):
     assert sorted(events(read)) == ["after_reopen", "before_rotation", "workspace_terminal_failure"]
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=25, deadline=None)
 @given(
     st.lists(
         st.sampled_from(["write", "write_old", "rotate", "poll", "compress"]),
