@@ -99,6 +99,7 @@ class FusedLine:
                         "=" in value
                         or ":" in value
                         or "," in value
+                        or ("%" in value and ("%3" in value or "%2" in value))
                         or ("-" in value and (value[0] == "-" or " -" in value))
                     ) and (len(value) > _HINTED_MAX or pair_hint(value)):
                         return False  # a secret pair's value (or a long text that may

@@ -5,8 +5,9 @@ of secret words decide whether a field's value is shown (:func:`is_secret_name`;
 walk in :mod:`obs.encode` applies it to every container kind). Text needs no name:
 :func:`scrub_credentials` takes URL passwords and bearer/basic credentials out of any
 str obs writes, and :func:`scrub_text` also the values of secret-named ``name=value``
-pairs, for messages, summaries and exception text. Both run in one pass over the text,
-whatever it holds, and a plain text costs a few C-level substring tests.
+pairs, for messages, summaries and exception text (a line break after the separator, JSON
+escaped again or percent-encoded too). Both run in one pass over the text, whatever it holds, and
+a plain text costs a few C-level substring tests.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import itertools
 import re
 import threading
 from collections.abc import Callable
+from urllib.parse import unquote
 
 MAX_KEY = 256
 
@@ -115,17 +117,20 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: (``--hf-token``, ``2fa_token``), at any length (its end decides too). An option of a
 #: command line (``-``/``--`` and a name) is a name too, its value after blanks.
 _PAIR_NAME = re.compile(
-    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)(['\"]?[ \t]*[=:][ \t]*|['\"][ \t]*,[ \t]*)"
+    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)"
+    r"(\\*['\"]?[ \t]*[=:]\s*+|\\*['\"][ \t]*,[ \t]*)"
     r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
 #: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
-_PAIR_VALUE = re.compile(r"\[REDACTED\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+")
+_PAIR_VALUE = re.compile(
+    r"\[REDACTED\]|\\+\"[^\"]*\\+\"|\\+'[^']*\\+'|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+"
+)
 #: An authorization-like name (``Authorization``, ``Proxy-Authorization``, ``X-Auth``):
 #: its value is a scheme and then the credential, so all of it, to the end of the line or
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
 _AUTH_PAIR = re.compile(
-    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)(['\"]?[ \t]*[=:][ \t]*)"
+    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)(\\*['\"]?[ \t]*[=:]\s*+)"
     r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:[^\r\n,;&)}\][]++|\[REDACTED\]|\[)++)"
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
@@ -198,11 +203,13 @@ def pair_hint(text: str) -> bool:
 
 def has_separator(text: str) -> bool:
     """Whether ``text`` has what separates a pair's name from its value: ``=``, ``:``, a
-    quoted name's ``,``, or a command-line option (``-`` after a blank or first)."""
+    quoted name's ``,``, a percent-encoded one (``%3D``), or a command-line option (``-``
+    after a blank or first)."""
     return (
         "=" in text
         or ":" in text
         or "," in text
+        or ("%" in text and ("%3" in text or "%2" in text))  # encoded: ``api_key%3Dx``
         or ("-" in text and (text[0] == "-" or " -" in text))  # one char first: memchr
     )
 
@@ -216,6 +223,9 @@ SCRUB_STEPS = 1024
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
 SCRUB_SCAN = 128 * 1024
+#: ... and characters of text with an encoded separator percent-decoded (each pass; about
+#: 50 ns a character).
+SCRUB_DECODE = 16 * 1024
 
 
 class _Budget(threading.local):
@@ -225,26 +235,29 @@ class _Budget(threading.local):
     chars: int | None = None
     steps: int = 0
     scan: int = 0
+    decode: int = 0
 
 
 _BUDGET = _Budget()
 
 
-def open_budget() -> tuple[int | None, int, int]:
+def open_budget() -> tuple[int | None, int, int, int]:
     """Bound what :func:`scrub_text` spends until :func:`close_budget` (one log call's
     values): past :data:`SCRUB_CHARS` a text that may hold a credential is ``[REDACTED]``
     whole, past :data:`SCRUB_STEPS` matches the rest of the text being scrubbed is. Never a
     secret, never slow: 300 values of 2 KB full of pairs took 450 ms a call without it.
     Returns what :func:`close_budget` puts back (a call inside a call keeps its own)."""
     budget = _BUDGET
-    saved = budget.chars, budget.steps, budget.scan
+    saved = budget.chars, budget.steps, budget.scan, budget.decode
     budget.chars, budget.steps, budget.scan = SCRUB_CHARS, SCRUB_STEPS, SCRUB_SCAN
+    budget.decode = SCRUB_DECODE
     return saved
 
 
-def close_budget(saved: tuple[int | None, int, int]) -> None:
+def close_budget(saved: tuple[int | None, int, int, int]) -> None:
     """End the budget :func:`open_budget` opened."""
-    _BUDGET.chars, _BUDGET.steps, _BUDGET.scan = saved
+    budget = _BUDGET
+    budget.chars, budget.steps, budget.scan, budget.decode = saved
 
 
 class _Spent(Exception):
@@ -318,7 +331,8 @@ def scrub_text(text: str) -> str:
 
     For obs' own messages, summaries, formatted bodies, exception text and the reprs of
     objects obs cannot walk, which may quote an endpoint, a header or a
-    ``Namespace(hf_token=...)``.
+    ``Namespace(hf_token=...)``. A secret pair that is percent-encoded (``api_key%3Dx``,
+    a URL in a query) is found in the decoded text, which is then written, redacted.
     """
     budget = _BUDGET
     if budget.chars is not None and has_separator(text):
@@ -335,13 +349,52 @@ def scrub_text(text: str) -> str:
     try:
         text = _budgeted_credentials(text)
         if pairs:
-            paired = _sub(_AUTH_PAIR, text, _auth) if "auth" in text.lower() else text
-            paired = _redact_pairs(paired)
-            if paired != text:  # a pair cut short may now read as userinfo: scrub again
-                text = _budgeted_credentials(paired)
+            text = _scrub_pairs(text)
+            if "%3" in text or "%2" in text:  # an encoded separator (``%3D``, ``%253D``)
+                text = _scrub_encoded(text)
     except _Spent:
         return REDACTED
     return text
+
+
+def _scrub_pairs(text: str) -> str:
+    """``text`` with its secret pairs' values (authorization-like ones to the end of their
+    field) redacted, and what that cut short as userinfo scrubbed again."""
+    paired = _sub(_AUTH_PAIR, text, _auth) if "auth" in text.lower() else text
+    paired = _redact_pairs(paired)
+    if paired != text:  # a pair cut short may now read as userinfo: scrub again
+        return _budgeted_credentials(paired)
+    return text
+
+
+def _scrub_encoded(text: str) -> str:
+    """``text`` itself, or its percent-decoded text scrubbed when that held a secret pair
+    (``api_key%3Dx``, a URL in a query): written decoded, so no escape hides the value."""
+    decoded = _percent_decoded(text)
+    if decoded is not text and pair_hint(decoded):
+        scrubbed = _scrub_pairs(_budgeted_credentials(decoded))
+        if scrubbed != decoded:
+            return scrubbed
+    return text
+
+
+def _percent_decoded(text: str) -> str:
+    """``text`` percent-decoded until it no longer changes (at most three times: a URL in a
+    query in a URL), or ``text`` itself when it holds no escape; each pass within the open
+    call's :data:`SCRUB_DECODE`."""
+    decoded = text
+    budget = _BUDGET
+    for _ in range(3):  # ``?next=%2Fp%3Ftoken%3Dx``: the pairs of its decoded text
+        if budget.chars is not None:  # the decoded text is scanned too: its chars count
+            budget.decode -= len(decoded)
+            budget.chars -= len(decoded)
+            if budget.decode < 0 or budget.chars < 0:
+                raise _Spent
+        again = unquote(decoded, errors="backslashreplace")
+        if again == decoded:
+            break
+        decoded = again
+    return text if decoded == text else decoded
 
 
 @functools.lru_cache(maxsize=2048)

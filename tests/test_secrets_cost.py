@@ -33,6 +33,11 @@ ADVERSARIAL = {
     "bearer": "Bearer abcdefgh ",
     "mixed": "u:p@h token=x, Bearer abcdefghi ",
     "prose": "the quick brown fox, jumps: over = lazy dog ",
+    "encoded": "%26token%3Dabcdef",  # percent-decoded and scanned again
+    "encoded_twice": "%2526api_key%253Dx",
+    "escaped_json": '{\\"api_key\\": \\"x\\"} ',
+    "line_breaks": "password:\n  x ",
+    "blank_runs": "Authorization:" + "\n" * 64,
 }
 
 

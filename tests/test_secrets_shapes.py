@@ -1,0 +1,117 @@
+"""Secrets in shapes the pair scan did not read: a line break between a name and its value,
+JSON encoded twice, percent-encoded pairs."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import obs
+import obs.testing
+from obs._secrets import SECRET_LAST_WORDS, SECRET_WORDS, scrub_text
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "Qx7hunter2Qx7"
+
+#: Names from the credential-name table, and spellings of them.
+NAMES = [*sorted(SECRET_WORDS), *(f"hf_{w}" for w in sorted(SECRET_LAST_WORDS)),
+         "api_key", "X-Api-Key", "access_token", "client_secret", "DB_PASSWORD", "HF_TOKEN",
+         "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY", "session_id",
+         "privateKey"]  # fmt: skip
+#: Blanks between a name, its separator and its value (a line break too).
+BLANKS = ["", " ", "\t", "\n", "\r\n", "\n  ", " \t\n\t"]
+SEPS = ["=", ":"]
+
+
+def _one_line(call: Callable[[Any], None], fmt: str = "json") -> str:
+    """The text ``call(log)`` writes to OBS_FILE (obs reset afterwards)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format=fmt, sdk_disabled=True, file=path, stream="stdout")
+        try:
+            call(obs.get_logger("app"))
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        finally:
+            obs.testing.reset()
+    return text
+
+
+def _encode_json(text: str, times: int) -> str:
+    for _ in range(times):
+        text = json.dumps(text)
+    return text
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    sep=st.sampled_from(SEPS),
+    before=st.sampled_from(["", " "]),
+    after=st.sampled_from(BLANKS),
+    quoted=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_blanks_and_line_breaks_between_a_name_and_its_value(
+    name: str, sep: str, before: str, after: str, quoted: bool
+) -> None:
+    """``password:\\n  S``, ``token =\\tS``: the value after any blanks is the secret."""
+    value = f'"{SECRET}"' if quoted else SECRET
+    text = f"config {name}{before}{sep}{after}{value}, n=1"
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert out.startswith("config ")
+    assert out.endswith(", n=1")
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    times=st.integers(1, 3),
+    inner=st.sampled_from([{"{k}": "{v}"}, {"a": 1, "cfg": {"{k}": "{v}"}}, ["{k}", "{v}"]]),
+)
+@settings(max_examples=150, deadline=None)
+def test_json_encoded_more_than_once(name: str, times: int, inner: Any) -> None:
+    """A value that is a JSON string holding JSON (``"{\\"api_key\\": \\"S\\"}"``), one to
+    three times over: the escaped pair is a pair."""
+    doc = json.loads(json.dumps(inner).replace("{k}", name).replace("{v}", f"{SECRET} x"))
+    if isinstance(doc, list):  # a (name, value) pair as a JSON array: a dict is the pair
+        doc = {doc[0]: doc[1]}
+    text = _encode_json(json.dumps(doc), times)
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", payload=text))
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    shape=st.sampled_from(["{k}={v}", "x=1&{k}={v}", "https://h/cb?x=1&{k}={v}&y=2"]),
+    times=st.integers(1, 2),
+    where=st.sampled_from(["{t}", "next={t}", "GET /login?redirect={t} HTTP/1.1"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_percent_encoded_pairs(name: str, shape: str, times: int, where: str) -> None:
+    """``api_key%3DS``, ``%26token%3DS``, a URL with ``?x=1&access_token=S`` inside a
+    percent-encoded query (once or twice over): the decoded pair's value is redacted."""
+    text = shape.format(k=name, v=SECRET)
+    for _ in range(times):
+        text = quote(text, safe="")
+    text = where.format(t=text)
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", url=text, n=1))
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+
+
+def test_percent_signs_without_a_secret_stay() -> None:
+    """Text with ``%`` but no encoded secret pair is written as logged (not decoded)."""
+    for text in ["done 100%", "x=50%25", "https://h/p?q=a%20b&n=1", "loss=3.2% token_count=9"]:
+        assert scrub_text(text) == text
