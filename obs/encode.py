@@ -361,7 +361,12 @@ class _Walk:
             if i >= MAX_ITEMS or self.budget <= 0:
                 out["..."] = f"{_more(obj, i)} more items"
                 break
-            key = _plain_str(k, MAX_KEY) if isinstance(k, str) else _safe_str(k, MAX_KEY)
+            # A key is text too: ``{"password=x": 1}`` names a secret, and holds it.
+            key = (
+                _plain_str(k, MAX_KEY, self.scrub) if isinstance(k, str) else _safe_str(k, MAX_KEY)
+            )
+            if key in out:  # two keys that read the same once scrubbed: both kept
+                key = f"{key}.{i}"
             secret = is_secret_key(k if type(k) is str else key)  # a long name's end too
             out[key] = REDACTED if secret else self.value(v, depth + 1)
         for name_key, value_key in _NAMED_VALUES:  # {"name": "HF_TOKEN", "value": ...}
@@ -610,22 +615,36 @@ class Redactor:
             fields = format_exception(exc)
             if fields:
                 event_dict.update(fields)
-        if not self._safe.issuperset(event_dict):  # the fast path: every key seen, none secret
-            for key in event_dict.keys() - self._safe:
-                name = key
-                if type(key) is not str or len(key) > MAX_KEY:  # a field name is bounded too
-                    value = event_dict.pop(key)  # not taken by itself (a str subclass)
-                    name = _free_name(event_dict, key)
-                    event_dict[name] = value
-                if self.is_secret(key if type(key) is str else name):  # a long name's end too
-                    event_dict[name] = REDACTED
-                elif len(self._safe) < 4096:
-                    self._safe.add(name)
-        budget = open_budget()  # what scrubbing this call's values may cost
+        budget = open_budget()  # what scrubbing this call's names and values may cost
         try:
+            if not self._safe.issuperset(event_dict):  # the fast path: every key seen, none secret
+                self._names(event_dict)
             return self._values(event_dict)
         finally:
             close_budget(budget)
+
+    def _names(self, event_dict: EventDict) -> None:
+        """Names not seen before: bounded, scrubbed (a name may hold a pair: ``**{"token=x":
+        1}``), their values redacted when the name is secret; clean ones remembered."""
+        renamed = 0
+        for key in event_dict.keys() - self._safe:
+            name = key
+            if type(key) is not str or len(key) > MAX_KEY:  # a field name is bounded too
+                value = event_dict.pop(key)  # not taken by itself (a str subclass)
+                name = _free_name(event_dict, key)
+                event_dict[name] = value
+            shown = name if name[:5] == "_obs_" else scrub_text(name)
+            if shown != name:  # written under its scrubbed name, numbered when that is taken
+                value = event_dict.pop(name)
+                name = user_name(shown)
+                while name in event_dict:
+                    renamed += 1
+                    name = f"{shown}.{renamed}"
+                event_dict[name] = value
+            if self.is_secret(key if type(key) is str else name):  # a long name's end too
+                event_dict[name] = REDACTED
+            elif shown == name and len(self._safe) < 4096:
+                self._safe.add(name)
 
     @staticmethod
     def _values(event_dict: EventDict) -> EventDict:

@@ -105,3 +105,28 @@ def test_ordinary_text_is_scrubbed_exactly_and_budgeted_text_is_redacted(
         assert redacted or value == scrubbed_text(text)
         assert SECRET not in value
     obs.testing.reset()
+
+
+def test_a_call_of_names_that_hold_pairs_is_bounded() -> None:
+    """300 field names (and 300 dict keys) that each hold a secret pair: every one is
+    written under its scrubbed name, numbered when two read the same (a rename that probed
+    ``user.user...`` names cost 11 ms a call), within the bound and without the secret."""
+    names = {f"token={SECRET}{i}" + "x" * 200: i for i in range(300)}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
+        try:
+            log = obs.get_logger("app")
+            keys = dict(list(names.items())[:200])  # a dict shows MAX_ITEMS (256) keys
+            cost = _best_of(lambda: log.error("workspace_terminal_failure", d=keys, **names))
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(x) for x in fh]
+        finally:
+            obs.testing.reset()
+    assert cost < 0.05, f"{cost * 1e3:.1f} ms"
+    for line in lines:
+        assert SECRET not in json.dumps(line)
+        shown = [v for k, v in line.items() if k.startswith(("token=", "[REDACTED]"))]
+        assert sorted(shown) == list(range(300))
+        assert sorted(line["d"].values()) == list(range(200))

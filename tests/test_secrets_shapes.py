@@ -1,5 +1,5 @@
 """Secrets in shapes the pair scan did not read: a line break between a name and its value,
-JSON encoded twice, percent-encoded pairs."""
+JSON encoded twice, percent-encoded pairs, field names and dict keys that hold a pair."""
 
 from __future__ import annotations
 
@@ -115,3 +115,36 @@ def test_percent_signs_without_a_secret_stay() -> None:
     """Text with ``%`` but no encoded secret pair is written as logged (not decoded)."""
     for text in ["done 100%", "x=50%25", "https://h/p?q=a%20b&n=1", "loss=3.2% token_count=9"]:
         assert scrub_text(text) == text
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    sep=st.sampled_from(["=", ": ", ":", " = "]),
+    where=st.sampled_from(["kw", "bind", "dict", "nested", "list_of_dicts"]),
+    plain_name=st.booleans(),
+)
+@settings(max_examples=150, deadline=None)
+def test_field_names_and_keys_that_hold_a_pair(
+    name: str, sep: str, where: str, plain_name: bool
+) -> None:
+    """``log.info("e", **{"password=S": 1})``, ``d={"password=S": 1}``, keys at any depth:
+    the name is written with its value redacted; the event and other fields stay."""
+    key = f"{'note ' if plain_name else ''}{name}{sep}{SECRET}"
+
+    def call(log: Any) -> None:
+        if where == "kw":
+            log.error("workspace_terminal_failure", n=1, **{key: 1})
+        elif where == "bind":
+            log.bind(**{key: 1}).error("workspace_terminal_failure", n=1)
+        elif where == "dict":
+            log.error("workspace_terminal_failure", n=1, d={key: 1})
+        elif where == "nested":
+            log.error("workspace_terminal_failure", n=1, d={"a": [{"b": {key: {"c": 1}}}]})
+        else:
+            log.error("workspace_terminal_failure", n=1, d=[{key: "x"}, {"url": 1}])
+
+    line = _one_line(call)
+    assert SECRET not in line
+    fields = json.loads(line)
+    assert (fields["event"], fields["n"]) == ("workspace_terminal_failure", 1)
+    assert name in line  # the name is kept, only the value in it redacted
