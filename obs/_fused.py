@@ -71,11 +71,12 @@ class FusedLine:
         return False (nothing written): not plain."""
         if type(event) is not str or type(level) is not int or logger._context:
             return False
-        # credential_hint, inlined here and below (two calls fewer per str):
-        if ("@" in event or (len(event) >= 12 and bearer_hint(event))) and (
-            not event.isidentifier()
+        # credential_hint, inlined here and below (two calls fewer per str); an identifier
+        # holds neither a credential nor a pair:
+        if not event.isidentifier() and (
+            "@" in event or (len(event) >= 12 and bearer_hint(event)) or pair_hint(event)
         ):
-            return False  # the chain scrubs it (an identifier cannot hold a credential)
+            return False  # the chain scrubs it (a pair's value too, a placeholder kept)
         runtime = self._runtime
         if runtime.processors is not self._chain or len(event) > MAX_STR:
             return False  # the chain was changed (tests inject processors): it decides

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import NO_EVENT, user_fields
+from obs._secrets import scrub_name
 from obs.dedup import HIT_DUE
-from obs.encode import plain_values, scrub_credentials
+from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, level_class
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ class BoundLogger:
     __slots__ = ("_context", "_fields", "_flat", "_holder", "_name")
 
     def __init__(self, name: str, holder: Holder, context: dict[str, Any] | None = None) -> None:
-        #: Scrubbed once here, as the chain scrubs every value (the fused path writes it).
-        self._name = scrub_credentials(name) if type(name) is str else name
+        #: Scrubbed once here, as the chain scrubs names (the fused path writes it).
+        self._name = scrub_name(name) if type(name) is str else name
         self._holder = holder
         self._context: dict[str, Any] = context or {}
         #: The context as the record carries it: a control-field name becomes ``user.<name>``.

@@ -6,7 +6,8 @@ walk in :mod:`obs.encode` applies it to every container kind). Text needs no nam
 :func:`scrub_credentials` takes URL passwords and bearer/basic credentials out of any
 str obs writes, and :func:`scrub_text` also the values of secret-named ``name=value``
 pairs, for messages, summaries and exception text (a line break after the separator, JSON
-escaped again or percent-encoded too). Both run in one pass over the text, whatever it holds, and
+escaped again or percent-encoded too); :func:`scrub_name` does so for names, keeping a
+placeholder (``password=%s``). Both run in one pass over the text, whatever it holds, and
 a plain text costs a few C-level substring tests.
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "open_budget",
     "pair_hint",
     "scrub_credentials",
+    "scrub_name",
     "scrub_text",
 ]
 
@@ -316,6 +318,17 @@ def _auth(match: re.Match[str]) -> str:
     return f"{match.group(1)}{match.group(2)}{REDACTED}"
 
 
+def _auth_but(keep: re.Pattern[str], text: str) -> Callable[[re.Match[str]], str]:
+    """:func:`_auth`, but a value that is all ``keep``'s stays."""
+
+    def repl(match: re.Match[str]) -> str:
+        if _kept(keep, text, match.start(3), match.end(3)):
+            return match.group()
+        return _auth(match)
+
+    return repl
+
+
 def _budgeted_credentials(text: str) -> str:
     """:func:`scrub_credentials` within the open call's budget."""
     if "@" in text and ":" in text:
@@ -325,7 +338,7 @@ def _budgeted_credentials(text: str) -> str:
     return text
 
 
-def scrub_text(text: str) -> str:
+def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     """:func:`scrub_credentials`, and the values of secret-named ``name=value`` pairs
     replaced by ``[REDACTED]``.
 
@@ -333,6 +346,7 @@ def scrub_text(text: str) -> str:
     objects obs cannot walk, which may quote an endpoint, a header or a
     ``Namespace(hf_token=...)``. A secret pair that is percent-encoded (``api_key%3Dx``,
     a URL in a query) is found in the decoded text, which is then written, redacted.
+    ``keep``: pair values that stay (:func:`scrub_name`'s placeholders).
     """
     budget = _BUDGET
     if budget.chars is not None and has_separator(text):
@@ -349,30 +363,45 @@ def scrub_text(text: str) -> str:
     try:
         text = _budgeted_credentials(text)
         if pairs:
-            text = _scrub_pairs(text)
+            text = _scrub_pairs(text, keep)
             if "%3" in text or "%2" in text:  # an encoded separator (``%3D``, ``%253D``)
-                text = _scrub_encoded(text)
+                text = _scrub_encoded(text, keep)
     except _Spent:
         return REDACTED
     return text
 
 
-def _scrub_pairs(text: str) -> str:
+def scrub_name(text: str) -> str:
+    """:func:`scrub_text` for a name (an event name, a logger's): a pair's value that is a
+    placeholder (``password=%s``, ``token={}``) is a template and stays, so an event name
+    without a secret in it is kept byte for byte."""
+    return scrub_text(text, _TEMPLATE)
+
+
+#: A value that is a %-format or ``str.format`` placeholder, quoted or not.
+_TEMPLATE = re.compile(
+    r"(['\"]?)(?:%(?:\([^)]*\))?[#0 +-]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z%]|\{[^{}]*\})\1"
+)
+
+
+def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
     """``text`` with its secret pairs' values (authorization-like ones to the end of their
     field) redacted, and what that cut short as userinfo scrubbed again."""
-    paired = _sub(_AUTH_PAIR, text, _auth) if "auth" in text.lower() else text
-    paired = _redact_pairs(paired)
+    paired = text
+    if "auth" in text.lower():
+        paired = _sub(_AUTH_PAIR, text, _auth if keep is None else _auth_but(keep, text))
+    paired = _redact_pairs(paired, keep)
     if paired != text:  # a pair cut short may now read as userinfo: scrub again
         return _budgeted_credentials(paired)
     return text
 
 
-def _scrub_encoded(text: str) -> str:
+def _scrub_encoded(text: str, keep: re.Pattern[str] | None) -> str:
     """``text`` itself, or its percent-decoded text scrubbed when that held a secret pair
     (``api_key%3Dx``, a URL in a query): written decoded, so no escape hides the value."""
     decoded = _percent_decoded(text)
     if decoded is not text and pair_hint(decoded):
-        scrubbed = _scrub_pairs(_budgeted_credentials(decoded))
+        scrubbed = _scrub_pairs(_budgeted_credentials(decoded), keep)
         if scrubbed != decoded:
             return scrubbed
     return text
@@ -408,7 +437,16 @@ def _secret_name(name: str) -> bool:
     return _secret_short_name(name) if len(name) <= MAX_KEY else is_secret_name(name)
 
 
-def _redact_pairs(text: str) -> str:
+def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool:
+    """Whether the value at ``text[start:end]`` is all ``keep``'s (a placeholder: ``{}``
+    reads as a value ``{`` cut at its ``}``)."""
+    if keep is None:
+        return False
+    found = keep.match(text, start)
+    return found is not None and found.end() >= end
+
+
+def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
     """``text`` with the value of each secret-named pair replaced by ``[REDACTED]``.
 
     A pair whose name is not secret consumes only its name and separator: its value is
@@ -426,7 +464,7 @@ def _redact_pairs(text: str) -> str:
         value = _PAIR_VALUE.match(text, pos)
         if value is None:
             continue
-        if value.group() != REDACTED:
+        if value.group() != REDACTED and not _kept(keep, text, pos, value.end()):
             parts.append(text[done:pos])
             parts.append(REDACTED)
             done = value.end()

@@ -64,6 +64,7 @@ from obs._secrets import (
     open_budget,
     pair_hint,
     scrub_credentials,
+    scrub_name,
     scrub_text,
 )
 
@@ -666,8 +667,8 @@ class Redactor:
             for key, value in event_dict.items():  # event, body and str values alike
                 if type(value) is str and key[:5] != "_obs_":
                     # A caller's text is scrubbed as obs' own is (secret pairs too); names
-                    # (event, logger, code.*) and a body that is the event only for URL
-                    # passwords and bearer tokens: ``"password=%s"`` is a template.
+                    # (event, logger, code.*) and a body that is the event keep a pair
+                    # whose value is a placeholder: ``"password=%s"`` is a template.
                     named = key in CONTROL_SET and (key != "body" or value == event)
-                    event_dict[key] = (scrub_credentials if named else scrub_text)(value)
+                    event_dict[key] = (scrub_name if named else scrub_text)(value)
         return event_dict

@@ -1,5 +1,7 @@
 """Secrets in shapes the pair scan did not read: a line break between a name and its value,
-JSON encoded twice, percent-encoded pairs, field names and dict keys that hold a pair."""
+JSON encoded twice, percent-encoded pairs, field names and dict keys that hold a pair, and
+a pair inside an event or logger name (its value only: the event an alert keys on stays
+byte for byte)."""
 
 from __future__ import annotations
 
@@ -148,3 +150,66 @@ def test_field_names_and_keys_that_hold_a_pair(
     fields = json.loads(line)
     assert (fields["event"], fields["n"]) == ("workspace_terminal_failure", 1)
     assert name in line  # the name is kept, only the value in it redacted
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    sep=st.sampled_from(["=", ": ", "="]),
+    prefix=st.sampled_from(["", "login failed ", "connect("]),
+    api=st.sampled_from(["log", "stdlib", "once"]),
+)
+@settings(max_examples=120, deadline=None)
+def test_a_pair_inside_an_event_name(name: str, sep: str, prefix: str, api: str) -> None:
+    """``log.info("login password=S")`` and a stdlib message logged without arguments (its
+    own event name): the value is redacted, the rest of the name kept."""
+    event = f"{prefix}{name}{sep}{SECRET}"
+
+    def call(log: Any) -> None:
+        if api == "log":
+            log.error(event)
+        elif api == "once":
+            log.error_once(event)
+        else:
+            import logging
+
+            logging.getLogger("x").error(event)
+
+    line = _one_line(call)
+    assert SECRET not in line
+    assert json.loads(line)["event"] == f"{prefix}{name}{sep}[REDACTED]"
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    placeholder=st.sampled_from(["%s", "%r", "%d", "%(pw)s", "%-8s", "{}", "{tok}", "'%s'"]),
+    api=st.sampled_from(["log", "stdlib"]),
+)
+@settings(max_examples=80, deadline=None)
+def test_event_names_that_are_templates_stay(name: str, placeholder: str, api: str) -> None:
+    """``"password=%s"`` is a template (alerts key on it): byte for byte, as is every event
+    name without a secret pair (``workspace_terminal_failure``)."""
+    for event in (f"{name}={placeholder}", "workspace_terminal_failure", "loaded model: m"):
+
+        def call(log: Any, event: str = event) -> None:
+            if api == "log":
+                log.error(event)
+            else:
+                import logging
+
+                logging.getLogger("x").error(event)
+
+        assert json.loads(_one_line(call))["event"] == event
+
+
+def test_a_pair_inside_a_logger_name_on_the_fused_path() -> None:
+    """``get_logger("svc token=S")``: the first call (a new field) takes the chain, later
+    ones the fused path, which writes the logger's name as it was scrubbed once."""
+
+    def call(log: Any) -> None:
+        named = obs.get_logger(f"svc:token={SECRET}")
+        for _ in range(3):
+            named.info("request_done", k="v")
+
+    text = _one_line(call)
+    assert SECRET not in text
+    assert [json.loads(x)["logger"] for x in text.splitlines()] == ["svc:token=[REDACTED]"] * 3
