@@ -77,7 +77,7 @@ SECRET_WORDS: frozenset[str] = frozenset(
 )
 #: ... or whose last word is one of these (``hf_token``, ``otlp_headers``, ``basic_auth``),
 #: so ``max_token_num`` or ``num_tokens`` stay readable.
-SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth", "pass"})
+SECRET_LAST_WORDS: frozenset[str] = frozenset({"token", "headers", "header", "auth", "pass", "pat"})
 #: ... or that has one of these adjacent word pairs (``X-Api-Key``, ``privateKey``).
 SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
     {
@@ -137,7 +137,7 @@ _AUTH_PAIR = re.compile(
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
-                 "session", "jwt", "dsn", "bearer", "header")  # fmt: skip
+                 "session", "jwt", "dsn", "bearer", "header", "_pat")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
 #: a message): the same four characters :func:`bearer_hint` looks for first.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+[a-z0-9._~+/=-]{6,}")

@@ -376,8 +376,11 @@ class _Walk:
         return out
 
     def sequence(self, obj: Any, depth: int) -> list[Any]:
-        if type(obj) in _PAIR_TYPES and len(obj) == 2 and is_secret_pair_name(obj[0]):
-            return [self.value(obj[0], depth + 1), REDACTED]  # ("X-Api-Key", value)
+        if type(obj) in _PAIR_TYPES and len(obj) >= 2 and is_secret_pair_name(obj[0]):
+            if len(obj) == 2:
+                return [self.value(obj[0], depth + 1), REDACTED]  # ("X-Api-Key", value)
+            if obj[0][:1] != "-":  # ("Authorization", "Bearer x", True): an HPACK header
+                return [self.value(obj[0], depth + 1)] + [_flag(v) for v in obj[1:MAX_ITEMS]]
         items: Iterable[object] = obj
         if isinstance(obj, (set, frozenset)):
             items = sorted(itertools.islice(obj, MAX_ITEMS), key=lambda x: safe_repr(x, 200))
@@ -403,9 +406,18 @@ _PAIR_TYPES = frozenset({tuple, list})
 
 
 def is_secret_pair_name(name: object) -> bool:
-    """Whether a two-item tuple or list starting with ``name`` is a secret (name, value)
-    pair: its name is a str (not a subclass's own idea of one) that looks secret."""
+    """Whether a tuple or list starting with ``name`` is a secret (name, value, ...) pair:
+    its name is a str (not a subclass's own idea of one) or bytes (a raw header) that
+    looks secret."""
+    if type(name) is bytes:
+        name = name[:MAX_KEY].decode("latin-1")
     return isinstance(name, str) and is_secret_key(name)
+
+
+def _flag(value: object) -> object:
+    """An item after a secret name and its value: a flag or a number stays (HPACK's
+    never-index bit), anything else may carry the credential on."""
+    return value if value is None or type(value) in (bool, int, float) else REDACTED
 
 
 def _more(obj: object, shown: int) -> int | str:

@@ -1,7 +1,7 @@
 """Secrets in shapes the pair scan did not read: a line break between a name and its value,
-JSON encoded twice, percent-encoded pairs, field names and dict keys that hold a pair, and
-a pair inside an event or logger name (its value only: the event an alert keys on stays
-byte for byte)."""
+JSON encoded twice, percent-encoded pairs, field names and dict keys that hold a pair, a
+header tuple longer than a pair, and a pair inside an event or logger name (its value only:
+the event an alert keys on stays byte for byte)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ SECRET = "Qx7hunter2Qx7"
 #: Names from the credential-name table, and spellings of them.
 NAMES = [*sorted(SECRET_WORDS), *(f"hf_{w}" for w in sorted(SECRET_LAST_WORDS)),
          "api_key", "X-Api-Key", "access_token", "client_secret", "DB_PASSWORD", "HF_TOKEN",
-         "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY", "session_id",
+         "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY", "GITHUB_PAT", "session_id",
          "privateKey"]  # fmt: skip
 #: Blanks between a name, its separator and its value (a line break too).
 BLANKS = ["", " ", "\t", "\n", "\r\n", "\n  ", " \t\n\t"]
@@ -150,6 +150,35 @@ def test_field_names_and_keys_that_hold_a_pair(
     fields = json.loads(line)
     assert (fields["event"], fields["n"]) == ("workspace_terminal_failure", 1)
     assert name in line  # the name is kept, only the value in it redacted
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    value=st.sampled_from(["Bearer {v}", "{v}", "Token {v}"]),
+    rest=st.lists(st.sampled_from([True, False, None, 3]), min_size=1, max_size=3),
+    kind=st.sampled_from([tuple, list]),
+    as_bytes=st.booleans(),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_header_tuple_longer_than_a_pair(
+    name: str, value: str, rest: list[Any], kind: type, as_bytes: bool
+) -> None:
+    """``("Authorization", "Bearer S", True)`` (an HPACK header with its never-index flag),
+    also of bytes and inside a header list: the value is redacted, the flags kept."""
+    header: Any = kind([name, value.format(v=SECRET), *rest])
+    if as_bytes:
+        header = kind([name.encode(), value.format(v=SECRET).encode(), *rest])
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", h=[header], n=1))
+    assert SECRET not in line
+    (shown,) = json.loads(line)["h"]
+    assert shown[1] == "[REDACTED]"
+    assert shown[2:] == rest
+
+
+def test_lists_that_do_not_start_with_a_secret_name_stay() -> None:
+    """Only a secret name first makes the items after it a value."""
+    line = json.loads(_one_line(lambda log: log.info("e", h=("model", "m", True, "x"))))
+    assert line["h"] == ["model", "m", True, "x"]
 
 
 @given(
