@@ -1,23 +1,30 @@
 """Secrets in shapes the pair scan did not read: a line break between a name and its value,
 JSON encoded twice, percent-encoded pairs, field names and dict keys that hold a pair, a
-header tuple longer than a pair, and a pair inside an event or logger name (its value only:
-the event an alert keys on stays byte for byte)."""
+header tuple longer than a pair, and a pair inside an event name (its value only: the
+event an alert keys on stays byte for byte). Each on every sink: JSON lines, the console,
+OBS_FILE, OTLP over gRPC and HTTP to a real receiver, and the spool."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import tempfile
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import obs
 import obs.testing
+from obs._receiver import OTLPReceiver
 from obs._secrets import SECRET_LAST_WORDS, SECRET_WORDS, scrub_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,6 +235,84 @@ def test_event_names_that_are_templates_stay(name: str, placeholder: str, api: s
                 logging.getLogger("x").error(event)
 
         assert json.loads(_one_line(call))["event"] == event
+
+
+CHILD = """
+import json, logging, sys
+from urllib.parse import quote
+import obs
+obs.configure()
+S = sys.argv[1]
+log = obs.get_logger("app")
+log.error("workspace_terminal_failure", n=1, **{f"password={S}": 1})
+header = ("Authorization", f"Bearer {S}", True)
+log.error("workspace_terminal_failure", n=2, d={f"api_key: {S}": 1, "h": header})
+log.error("workspace_terminal_failure", n=3, v=json.dumps(json.dumps({"api_key": S})))
+url = "https://h/cb?next=" + quote(f"/x?a=1&access_token={S}", safe="")
+log.error("workspace_terminal_failure", n=4, url=url)
+log.error("workspace_terminal_failure", n=5, cfg=f"password:\\n  {S}")
+log.error(f"login failed password={S}")
+logging.getLogger("x").error(f"token={S}")
+obs.flush(timeout=5)
+"""
+
+
+def _run_child(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(CHILD))
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    full.update(PYTHONPATH=str(ROOT), OBS_FILE=str(tmp_path / "f.jsonl"))
+    full.update(OBS_SPOOL_DIR=str(tmp_path / "spool"), OTEL_BLRP_SCHEDULE_DELAY="50", **env)
+    return subprocess.run(
+        [sys.executable, str(script), SECRET],
+        cwd=tmp_path, env=full, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def _sink_texts(tmp_path: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
+    spooled = [
+        p.read_text("utf-8", "replace") for p in (tmp_path / "spool").rglob("*") if p.is_file()
+    ]
+    return [proc.stdout, proc.stderr, (tmp_path / "f.jsonl").read_text(), *spooled]
+
+
+@pytest.mark.parametrize(("protocol", "fmt"), [("http/protobuf", "json"), ("grpc", "console")])
+def test_every_sink(tmp_path: Path, protocol: str, fmt: str) -> None:
+    """The console (JSON lines or console text), OBS_FILE and a real OTLP receiver: no
+    secret; the alert's event arrives intact, under its own name."""
+    with OTLPReceiver() as rx:
+        grpc = protocol == "grpc"
+        proc = _run_child(
+            tmp_path,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.grpc_endpoint if grpc else rx.http_endpoint,
+             "OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OBS_FORMAT": fmt},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = rx.wait_for(7, timeout=10)
+    for text in [*_sink_texts(tmp_path, proc), repr(records)]:
+        assert SECRET not in text
+    names = [r["event_name"] for r in records]
+    assert names.count("workspace_terminal_failure") == 5
+    assert "login failed password=[REDACTED]" in names
+    assert "token=[REDACTED]" in names
+
+
+def test_the_spool(tmp_path: Path) -> None:
+    """With the collector down the records are spooled: no secret in the spool files."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _run_child(
+        tmp_path,
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TIMEOUT": "0.5",
+         "OBS_SHUTDOWN_TIMEOUT": "2", "OBS_FORMAT": "json"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    spool = [p for p in (tmp_path / "spool").rglob("*") if p.is_file()]
+    assert any("workspace_terminal_failure" in p.read_text("utf-8", "replace") for p in spool)
+    for text in _sink_texts(tmp_path, proc):
+        assert SECRET not in text
 
 
 def test_a_pair_inside_a_logger_name_on_the_fused_path() -> None:
