@@ -120,7 +120,7 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: command line (``-``/``--`` and a name) is a name too, its value after blanks.
 _PAIR_NAME = re.compile(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)"
-    r"(\\*['\"]?[ \t]*[=:]\s*+|\\*['\"][ \t]*,[ \t]*)"
+    r"(\\*['\"]?[ \t]*(?:=>?|:)\s*+|\\*['\"][ \t]*,[ \t]*)"
     r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
@@ -132,8 +132,14 @@ _PAIR_VALUE = re.compile(
 #: its value is a scheme and then the credential, so all of it, to the end of the line or
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
 _AUTH_PAIR = re.compile(
-    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)(\\*['\"]?[ \t]*[=:]\s*+)"
+    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)(\\*['\"]?[ \t]*(?:=>?|:)\s*+)"
     r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:[^\r\n,;&)}\][]++|\[REDACTED\]|\[)++)"
+)
+#: A ``Cookie:`` / ``Set-Cookie:`` header: every cookie in it is the secret (``a=1;
+#: session=x``), so all of its value, to the end of the line or a quote, is redacted.
+_COOKIE_HEADER = re.compile(
+    r"(?i)(?<![\w.-])((?:set[-_])?cookie)(\\*['\"]?[ \t]*:\s*+)"
+    r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
@@ -386,10 +392,13 @@ _TEMPLATE = re.compile(
 
 def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
     """``text`` with its secret pairs' values (authorization-like ones to the end of their
-    field) redacted, and what that cut short as userinfo scrubbed again."""
+    field, a cookie header's to the end of its line) redacted, and what that cut short as
+    userinfo scrubbed again."""
     paired = text
     if "auth" in text.lower():
         paired = _sub(_AUTH_PAIR, text, _auth if keep is None else _auth_but(keep, text))
+    if "ookie" in paired or "OOKIE" in paired:
+        paired = _sub(_COOKIE_HEADER, paired, _auth if keep is None else _auth_but(keep, paired))
     paired = _redact_pairs(paired, keep)
     if paired != text:  # a pair cut short may now read as userinfo: scrub again
         return _budgeted_credentials(paired)

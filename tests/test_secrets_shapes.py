@@ -37,7 +37,7 @@ NAMES = [*sorted(SECRET_WORDS), *(f"hf_{w}" for w in sorted(SECRET_LAST_WORDS)),
          "privateKey"]  # fmt: skip
 #: Blanks between a name, its separator and its value (a line break too).
 BLANKS = ["", " ", "\t", "\n", "\r\n", "\n  ", " \t\n\t"]
-SEPS = ["=", ":"]
+SEPS = ["=", ":", "=>"]  # "=>": a Ruby hash, a PHP array
 
 
 def _one_line(call: Callable[[Any], None], fmt: str = "json") -> str:
@@ -78,7 +78,29 @@ def test_blanks_and_line_breaks_between_a_name_and_its_value(
     out = scrub_text(text)
     assert SECRET not in out
     assert out.startswith("config ")
-    assert out.endswith(", n=1")
+    assert out.endswith(", n=1") or (name, sep) == ("cookie", ":")  # a header: to its end
+
+
+@given(
+    header=st.sampled_from(["Cookie", "cookie", "Set-Cookie", "COOKIE"]),
+    before=st.lists(st.sampled_from(["a=1", "lang=en", "_ga=GA1.2.3"]), max_size=3),
+    name=st.sampled_from(["session", "sid", "id", "x", "_gh_sess"]),
+    after=st.lists(st.sampled_from(["Path=/", "HttpOnly", "b=2"]), max_size=2),
+    where=st.sampled_from(["{h}", "GET / HTTP/1.1\r\n{h}\r\nHost: h", "sent {{'x': '{h}'}}"]),
+)
+@settings(max_examples=120, deadline=None)
+def test_every_cookie_of_a_cookie_header(
+    header: str, before: list[str], name: str, after: list[str], where: str
+) -> None:
+    """``Cookie: a=1; session=S``: every cookie of the header is its secret, whatever its
+    name (only the first was taken as the header's value); the next line stays."""
+    cookies = "; ".join([*before, f"{name}={SECRET}", *after])
+    text = where.format(h=f"{header}: {cookies}")
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert "Host: h" in out or "Host" not in text
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", sent=text, n=1))
+    assert SECRET not in line
 
 
 @given(
