@@ -110,6 +110,10 @@ _NON_WORD = re.compile(r"[^a-z0-9]+")
 _URL_PASSWORD = re.compile(
     r"(?i)(?<![^\s/:@'\"<>()])((?:[a-z][a-z0-9+.-]*://)?[^\s/:@'\"<>()]*:)(?!//)[^\s'\"<>]*@"
 )
+#: An http(s) URL's userinfo without a password: a token sent as the user
+#: (``https://ghp_x@github.com``, git's credential URLs). One with a password is
+#: :data:`_URL_PASSWORD`'s.
+_HTTP_USER = re.compile(r"(?i)((?:^|[^\w.+-])https?://)(?!\[REDACTED\]@)[^/?#\s@:]+@")
 #: A whitespace- or quote-delimited token with a ``:`` before an ``@``, from its start only.
 _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: The start of a ``name=value`` / ``name: value`` pair in text (reprs of Namespace-like
@@ -310,10 +314,12 @@ def scrub_credentials(text: str) -> str:
 
 
 def _url_token(match: re.Match[str]) -> str:
-    """A token with its URL password (up to its last ``@``) replaced."""
+    """A token with its URL password (up to its last ``@``) replaced, or an http(s) URL's
+    user when it has no password (``https://<token>@github.com``: a token, not a user)."""
     token = match.group()
     at = token.rfind("@")
-    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", token[: at + 1]) + token[at + 1 :]
+    token = _URL_PASSWORD.sub(rf"\1{REDACTED}@", token[: at + 1]) + token[at + 1 :]
+    return _HTTP_USER.sub(rf"\1{REDACTED}@", token) if "//" in token else token
 
 
 def _bearer(match: re.Match[str]) -> str:

@@ -104,6 +104,26 @@ def test_every_cookie_of_a_cookie_header(
 
 
 @given(
+    scheme=st.sampled_from(["https", "http", "HTTPS"]),
+    where=st.sampled_from(["{u}", "git clone {u}", "remote={u}", "({u})", "'{u}'", "{u} failed"]),
+    path=st.sampled_from(["", "/o/r.git", "/p?email=a@b.com"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_token_sent_as_the_url_user(scheme: str, where: str, path: str) -> None:
+    """``https://<token>@github.com/o/r.git`` (git's credential URLs): an http(s) URL's
+    user with no password is the credential; an ssh user and an email stay."""
+    text = where.format(u=f"{scheme}://{SECRET}@github.com{path}")
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert "github.com" in out
+    assert "a@b.com" in out or "a@b.com" not in text
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", cmd=text, n=1))
+    assert SECRET not in line
+    for plain in ["ssh://git@github.com/o/r", "mail a@b.com: ok", "https://h/?to=a@b.com"]:
+        assert scrub_text(plain) == plain
+
+
+@given(
     name=st.sampled_from(NAMES),
     times=st.integers(1, 3),
     inner=st.sampled_from([{"{k}": "{v}"}, {"a": 1, "cfg": {"{k}": "{v}"}}, ["{k}", "{v}"]]),
