@@ -124,25 +124,28 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: command line (``-``/``--`` and a name) is a name too, its value after blanks.
 _PAIR_NAME = re.compile(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)"
-    r"(\\*['\"]?[ \t]*(?:=>?|:)\s*+|\\*['\"][ \t]*,[ \t]*)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?:=>?|:)\s*+|\\*['\"][ \t]*,[ \t]*)"
     r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
 #: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
 _PAIR_VALUE = re.compile(
-    r"\[REDACTED\]|\\+\"[^\"]*\\+\"|\\+'[^']*\\+'|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+"
+    r"(?:\\+[ntr][ \t]*)*+"  # blanks escaped in JSON text (``:\\n  x``): part of the value
+    r"(\[REDACTED\]|\\+\"[^\"]*\\+\"|\\+'[^']*\\+'|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
 )
 #: An authorization-like name (``Authorization``, ``Proxy-Authorization``, ``X-Auth``):
 #: its value is a scheme and then the credential, so all of it, to the end of the line or
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
 _AUTH_PAIR = re.compile(
-    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)(\\*['\"]?[ \t]*(?:=>?|:)\s*+)"
+    r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?:=>?|:)\s*+)"
     r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:[^\r\n,;&)}\][]++|\[REDACTED\]|\[)++)"
 )
 #: A ``Cookie:`` / ``Set-Cookie:`` header: every cookie in it is the secret (``a=1;
 #: session=x``), so all of its value, to the end of the line or a quote, is redacted.
 _COOKIE_HEADER = re.compile(
-    r"(?i)(?<![\w.-])((?:set[-_])?cookie)(\\*['\"]?[ \t]*:\s*+)"
+    r"(?i)(?:(?<![\w.-])|(?<=\\[ntr]))((?:set[-_])?cookie)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+:\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
@@ -230,7 +233,7 @@ def has_separator(text: str) -> bool:
 #: text that may hold a credential, and matches looked at one by one (pair names, userinfo
 #: tokens, bearer credentials; about a microsecond each). A few milliseconds at the
 #: scrubber's worst, far more than an ordinary call's values hold.
-SCRUB_CHARS = 64 * 1024
+SCRUB_CHARS = 48 * 1024
 SCRUB_STEPS = 1024
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
@@ -461,6 +464,12 @@ def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool
     return found is not None and found.end() >= end
 
 
+def _escaped_name(found: str) -> bool:
+    """Whether a name met right after a backslash is secret without its first letter: an
+    escaped blank's (``{\\n\\tapi_key: x}``, pretty-printed JSON escaped again)."""
+    return found[0] in "ntr" and _secret_name(found[1:])
+
+
 def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
     """``text`` with the value of each secret-named pair replaced by ``[REDACTED]``.
 
@@ -474,12 +483,15 @@ def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
     while (name := _PAIR_NAME.search(text, pos)) is not None:
         _step()
         pos = name.end()
-        if not _secret_name(name[1] or name[3]):  # a pair's name, or an option's
+        found = name[1] or name[3]  # a pair's name, or an option's
+        if not _secret_name(found) and not (
+            text[name.start() - 1] == "\\" and name.start() and _escaped_name(found)
+        ):
             continue
         value = _PAIR_VALUE.match(text, pos)
         if value is None:
             continue
-        if value.group() != REDACTED and not _kept(keep, text, pos, value.end()):
+        if value[1] != REDACTED and not _kept(keep, text, pos, value.end()):
             parts.append(text[done:pos])
             parts.append(REDACTED)
             done = value.end()

@@ -127,15 +127,23 @@ def test_a_token_sent_as_the_url_user(scheme: str, where: str, path: str) -> Non
     name=st.sampled_from(NAMES),
     times=st.integers(1, 3),
     inner=st.sampled_from([{"{k}": "{v}"}, {"a": 1, "cfg": {"{k}": "{v}"}}, ["{k}", "{v}"]]),
+    indent=st.sampled_from([None, 2, "\t"]),
+    quote=st.sampled_from(['"', "'", ""]),
 )
-@settings(max_examples=150, deadline=None)
-def test_json_encoded_more_than_once(name: str, times: int, inner: Any) -> None:
+@settings(max_examples=200, deadline=None)
+def test_json_encoded_more_than_once(
+    name: str, times: int, inner: Any, indent: Any, quote: str
+) -> None:
     """A value that is a JSON string holding JSON (``"{\\"api_key\\": \\"S\\"}"``), one to
-    three times over: the escaped pair is a pair."""
+    three times over, pretty-printed too (its line breaks and tabs escaped), or holding a
+    dict's repr or YAML-like text: the escaped pair is a pair."""
     doc = json.loads(json.dumps(inner).replace("{k}", name).replace("{v}", f"{SECRET} x"))
     if isinstance(doc, list):  # a (name, value) pair as a JSON array: a dict is the pair
         doc = {doc[0]: doc[1]}
-    text = _encode_json(json.dumps(doc), times)
+    text = json.dumps(doc, indent=indent)
+    if quote != '"':  # a repr's or YAML's quoting, its line breaks kept
+        text = text.replace('"', quote)
+    text = _encode_json(text, times)
     assert SECRET not in scrub_text(text)
     line = _one_line(lambda log: log.error("workspace_terminal_failure", payload=text))
     assert SECRET not in line
