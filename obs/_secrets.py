@@ -32,7 +32,6 @@ __all__ = [
     "scrub_text",
 ]
 
-import functools
 import itertools
 import re
 import threading
@@ -99,7 +98,9 @@ SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
 #: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
 _SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "secret", "credential", "authorization")
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_CAMEL = re.compile(
+    r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])(?![0-9]*[a-z])"
+)  # camelCase, and a number after a word (``token2``, not ``b64`` or ``2fa``)
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 #: ``scheme://user:password@host``: the password part of a URL's userinfo.
 #: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
@@ -161,7 +162,17 @@ def key_words(key: str) -> tuple[str, ...]:
     return tuple(w for w in _NON_WORD.split(_CAMEL.sub("_", key[:MAX_KEY]).lower()) if w)
 
 
+#: Words a secret name may end with after its secret word (``hf_token2``,
+#: ``access_token_v2``, ``refresh_token_old``): dropped before the last word is looked at.
+_TRAILING_WORDS = frozenset({"v", "old", "new", "prev", "previous", "next", "current",
+                             "backup", "bak", "tmp", "temp", "orig", "raw", "value", "val",
+                             "str", "b64", "base64", "hex", "enc", "encoded", "default",
+                             "env"})  # fmt: skip
+
+
 def _secret_words(words: tuple[str, ...]) -> bool:
+    while words and (words[-1].isdigit() or words[-1] in _TRAILING_WORDS):
+        words = words[:-1]  # a number or a version after the name: the name decides
     if not words:
         return False
     if words[-1] in SECRET_LAST_WORDS:
@@ -172,18 +183,49 @@ def _secret_words(words: tuple[str, ...]) -> bool:
 
 
 _SECRET_CACHE: dict[str, bool] = {}
+#: Letters every secret word, last word and pair holds one of (lower case): a name with
+#: none of them is not secret, decided by C-level searches (no word split). Spelled out in
+#: :func:`_hinted` (a generator over this tuple costs four times as much).
+NAME_HINTS = ("pass", "pwd", "secret", "cookie", "credential", "auth", "bearer", "key",
+              "token", "session", "jwt", "dsn", "header", "pat")  # fmt: skip
+
+
+def _hinted(low: str) -> bool:
+    """Whether ``low`` (a lower-cased name) holds any of :data:`NAME_HINTS`."""
+    return (
+        "key" in low or "token" in low or "pass" in low or "auth" in low or "secret" in low
+        or "pwd" in low or "cookie" in low or "session" in low or "pat" in low
+        or "header" in low or "credential" in low or "bearer" in low or "jwt" in low
+        or "dsn" in low
+    )  # fmt: skip
 
 
 def is_secret_name(key: str) -> bool:
-    """True when a field named ``key`` must not show its value (see the module docstring)."""
+    """True when a field named ``key`` must not show its value (see the module docstring).
+
+    Within an open log call (:func:`open_budget`) the names split into words spend the
+    call's name budget; past it a name that may be secret is taken as secret (its value is
+    redacted): thousands of long keys cost 0.5 s a call before."""
     hit = _SECRET_CACHE.get(key)
     if hit is None:
-        low = key[:MAX_KEY].lower()
-        hit = any(p in low for p in _SECRET_PARTS) or _secret_words(key_words(key))
-        if not hit and len(key) > MAX_KEY:  # a long name: its end decides too
-            tail = key[-MAX_KEY:]
-            hit = any(p in tail.lower() for p in _SECRET_PARTS) or _secret_words(key_words(tail))
-        if len(_SECRET_CACHE) < 8192 and len(key) <= MAX_KEY:
+        short = len(key) <= MAX_KEY
+        low = key.lower() if short else f"{key[:MAX_KEY]}\0{key[-MAX_KEY:]}".lower()
+        if not _hinted(low):
+            hit = False
+        elif any(p in low for p in _SECRET_PARTS):
+            hit = True
+        else:
+            budget = _BUDGET
+            if budget.chars is not None:
+                budget.names -= len(low)
+                if budget.names < 0:
+                    return True  # past the call's budget: not kept (another call decides)
+            hit = _secret_words(key_words(key)) or (
+                not short and _secret_words(key_words(key[-MAX_KEY:]))  # its end decides too
+            )
+        if short:
+            if len(_SECRET_CACHE) >= 8192:
+                _SECRET_CACHE.clear()  # names repeat: the ones in use come back at once
             _SECRET_CACHE[key] = hit
     return hit
 
@@ -241,6 +283,9 @@ SCRUB_SCAN = 128 * 1024
 #: ... and characters of text with an encoded separator percent-decoded (each pass; about
 #: 50 ns a character).
 SCRUB_DECODE = 16 * 1024
+#: ... and characters of names (fields, keys, pair names in text) split into words to test
+#: for secret ones (about 60 ns a character); most names are cached or decided before.
+SCRUB_NAMES = 16 * 1024
 
 
 class _Budget(threading.local):
@@ -251,28 +296,29 @@ class _Budget(threading.local):
     steps: int = 0
     scan: int = 0
     decode: int = 0
+    names: int = 0
 
 
 _BUDGET = _Budget()
 
 
-def open_budget() -> tuple[int | None, int, int, int]:
+def open_budget() -> tuple[int | None, int, int, int, int]:
     """Bound what :func:`scrub_text` spends until :func:`close_budget` (one log call's
     values): past :data:`SCRUB_CHARS` a text that may hold a credential is ``[REDACTED]``
     whole, past :data:`SCRUB_STEPS` matches the rest of the text being scrubbed is. Never a
     secret, never slow: 300 values of 2 KB full of pairs took 450 ms a call without it.
     Returns what :func:`close_budget` puts back (a call inside a call keeps its own)."""
     budget = _BUDGET
-    saved = budget.chars, budget.steps, budget.scan, budget.decode
+    saved = budget.chars, budget.steps, budget.scan, budget.decode, budget.names
     budget.chars, budget.steps, budget.scan = SCRUB_CHARS, SCRUB_STEPS, SCRUB_SCAN
-    budget.decode = SCRUB_DECODE
+    budget.decode, budget.names = SCRUB_DECODE, SCRUB_NAMES
     return saved
 
 
-def close_budget(saved: tuple[int | None, int, int, int]) -> None:
+def close_budget(saved: tuple[int | None, int, int, int, int]) -> None:
     """End the budget :func:`open_budget` opened."""
     budget = _BUDGET
-    budget.chars, budget.steps, budget.scan, budget.decode = saved
+    budget.chars, budget.steps, budget.scan, budget.decode, budget.names = saved
 
 
 class _Spent(Exception):
@@ -444,15 +490,7 @@ def _percent_decoded(text: str) -> str:
     return text if decoded == text else decoded
 
 
-@functools.lru_cache(maxsize=2048)
-def _secret_short_name(name: str) -> bool:
-    """:func:`is_secret_name` for names met in text, cached (names repeat)."""
-    return is_secret_name(name)
-
-
-def _secret_name(name: str) -> bool:
-    """:func:`is_secret_name` for a name met in text; only short names are cached."""
-    return _secret_short_name(name) if len(name) <= MAX_KEY else is_secret_name(name)
+_secret_name = is_secret_name  # names met in text: cached as field names are
 
 
 def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool:

@@ -75,8 +75,9 @@ if TYPE_CHECKING:
 MAX_STR = 16 * 1024
 MAX_DEPTH = 8
 MAX_ITEMS = 256
-#: Values visited in one walk, whatever the shape (wide and deep together).
-MAX_WALK = 4096
+#: Values visited in one walk, whatever the shape (wide and deep together); a long str or
+#: key counts a value more per 128 characters (thousands of long keys cost 0.5 s a call).
+MAX_WALK = 2048
 #: Exceptions of a ``__cause__``/``__context__`` chain that are formatted.
 MAX_CHAIN = 8
 MAX_STACK = 64 * 1024
@@ -316,6 +317,7 @@ class _Walk:
         self.budget -= 1
         cls = type(obj)
         if cls is str:
+            self.budget -= len(obj) >> 7  # type: ignore[arg-type]  # long text: its share
             return _plain_str(obj, MAX_STR, self.scrub)  # type: ignore[arg-type]
         if cls is bool or obj is None:
             return obj
@@ -363,9 +365,11 @@ class _Walk:
                 out["..."] = f"{_more(obj, i)} more items"
                 break
             # A key is text too: ``{"password=x": 1}`` names a secret, and holds it.
-            key = (
-                _plain_str(k, MAX_KEY, self.scrub) if isinstance(k, str) else _safe_str(k, MAX_KEY)
-            )
+            if isinstance(k, str):
+                self.budget -= len(k) >> 7  # a long key costs its share of the walk
+                key = _plain_str(k, MAX_KEY, self.scrub)
+            else:
+                key = _safe_str(k, MAX_KEY)
             if key in out:  # two keys that read the same once scrubbed: both kept
                 key = f"{key}.{i}"
             secret = is_secret_key(k if type(k) is str else key)  # a long name's end too

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, PRIVATE_KEYS, user_fields
+from obs._secrets import close_budget, open_budget
 from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, scrub_credentials, to_jsonable
 from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
 
@@ -210,13 +211,17 @@ def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> b
     ):
         return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
     made: dict[Any, Any] = {}  # each value is made safe (walked, scrubbed) once
-    for limit in (None, 1024, 64):
-        try:
-            out = orjson.dumps(_safe_dict(event_dict, limit, made), option=option)
-        except BaseException:  # a value even the safe copy could not write: shorten further
-            out = b""
-        if out and len(out) <= MAX_LINE:
-            return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
+    budget = open_budget()  # the walk again: bounded as the chain's was
+    try:
+        for limit in (None, 1024, 64):
+            try:
+                out = orjson.dumps(_safe_dict(event_dict, limit, made), option=option)
+            except BaseException:  # a value even the safe copy could not write: shorter
+                out = b""
+            if out and len(out) <= MAX_LINE:
+                return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
+    finally:
+        close_budget(budget)
     last = {k: _control_value(k, event_dict[k]) for k in CONTROL_FIELDS if k in event_dict}
     last = {k: v[:1024] if isinstance(v, str) else v for k, v in last.items()}
     last["truncated"] = "all user fields dropped"
@@ -233,12 +238,16 @@ def fit_line(event_dict: EventDict, limit: int = PIPE_LINE_MAX) -> bytes:
     values shortened, then dropped; control fields kept, a traceback keeping its tail (the
     exception and the frames nearest to it). ``truncated`` says why the line was cut."""
     why = f"line cut to {limit} bytes for a shared pipe (PIPE_BUF); OBS_FILE and OTLP keep it whole"
-    for value_limit in (1024, 256, 64):
-        out = _safe_dict(event_dict, value_limit)
-        out["truncated"] = why
-        line = orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE)
-        if len(line) <= limit:
-            return _escape_breaks(line)
+    budget = open_budget()  # the walk again: bounded as the chain's was
+    try:
+        for value_limit in (1024, 256, 64):
+            out = _safe_dict(event_dict, value_limit)
+            out["truncated"] = why
+            line = orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE)
+            if len(line) <= limit:
+                return _escape_breaks(line)
+    finally:
+        close_budget(budget)
     for keep in (limit // 2, limit // 4, 256, 0):
         last: dict[str, Any] = {}
         for key in CONTROL_FIELDS:

@@ -377,3 +377,59 @@ def test_a_pair_inside_a_logger_name_on_the_fused_path() -> None:
     text = _one_line(call)
     assert SECRET not in text
     assert [json.loads(x)["logger"] for x in text.splitlines()] == ["svc:token=[REDACTED]"] * 3
+
+
+#: What follows a secret name in real configs: a number, a version, a qualifier.
+SUFFIXES = ["1", "2", "_2", "_10", "V2", "_v3", "-v1", "_old", "_new", "Backup", "_prev",
+            "_b64", "_value", "_default", "2_old"]  # fmt: skip
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    suffix=st.sampled_from(SUFFIXES),
+    where=st.sampled_from(["field", "dict_key", "text", "bound"]),
+)
+@settings(max_examples=120, deadline=None)
+def test_a_secret_name_with_a_number_or_version_after_it(
+    name: str, suffix: str, where: str
+) -> None:
+    """``hf_token2``, ``access_token_v2``, ``apiKey2``, ``refresh_token_old`` name a secret
+    as their unnumbered names do (they were written as logged: the last word was the
+    number). As a field, a dict key, a pair in text and a bound name."""
+    key = f"{name}{suffix}"
+
+    def call(log: Any) -> None:
+        if where == "field":
+            log.error("workspace_terminal_failure", **{key: SECRET})
+        elif where == "dict_key":
+            log.error("workspace_terminal_failure", cfg={key: SECRET})
+        elif where == "text":
+            msg = "retrying with " + key + "=" + SECRET
+            log.error("workspace_terminal_failure", msg=msg)
+        else:
+            log.bind(**{key: SECRET}).error("workspace_terminal_failure")
+
+    text = _one_line(call)
+    assert SECRET not in text
+    assert json.loads(text)["event"] == "workspace_terminal_failure"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "num_tokens_2",
+        "max_tokens",
+        "token_count",
+        "path_2",
+        "sha256",
+        "tokenizer_v2",
+        "model_v2",
+        "max_token_num",
+        "keyboard_1",
+        "patience_3",
+    ],
+)
+def test_names_that_only_look_numbered_stay(key: str) -> None:
+    """Counting and version names near a secret word keep their values."""
+    text = _one_line(lambda log: log.info("e", **{key: "shown-value"}))
+    assert json.loads(text)[key] == "shown-value"
