@@ -86,6 +86,7 @@ CALL_KEYWORDS: tuple[str, ...] = (
     "every_seconds",
     "exc_info",
     "level",
+    "stacklevel",
 )
 #: Keys the chain adds for its own use; removed before anything is written.
 PRIVATE_PREFIX = "_obs_"

@@ -66,7 +66,8 @@ def defer(runtime: Runtime, event_dict: EventDict, method: str) -> None:
         return
     try:
         if "code.file.path" not in event_dict:
-            where = AddCallsite().locate(1)
+            level = event_dict.get("stacklevel")  # the chain drops it: found here
+            where = AddCallsite().locate(1, level if type(level) is int else 1)
             if where is not None:
                 event_dict["code.file.path"] = where[0]
                 event_dict["code.line.number"] = where[1]

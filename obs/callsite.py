@@ -7,6 +7,10 @@ the skip decision per code object so the walk costs a dict lookup per frame. Rec
 already carry a location (bridged stdlib records, whose ``stacklevel`` was applied by
 ``logging``) keep theirs.
 
+A call's ``stacklevel=n`` keyword (as stdlib ``logging`` takes it) names the caller of a
+user's own logging helper: from the first frame outside the ignored modules, ``n - 1``
+more frames outside them up, the stack's outermost frame when it runs out first.
+
 An obs logger puts ``_obs_depth`` (how many frames up its caller sits) in the event, so
 the walk starts there with one ``sys._getframe(depth)``: on CPython 3.11+ that leaves the
 frames in between unmaterialised, which is most of what a callsite costs.
@@ -63,26 +67,31 @@ class AddCallsite:
                 self._keep.append(code)
         return hit
 
-    def find_caller(self, depth: int = 1) -> FrameType | None:
-        """The first frame outside the ignored modules, ``depth`` frames up or above."""
+    def find_caller(self, depth: int = 1, stacklevel: int = 1) -> FrameType | None:
+        """The first frame outside the ignored modules, ``depth`` frames up or above; with
+        ``stacklevel`` n > 1, the n-th such frame from there (``logging``'s rule)."""
         try:
             frame: FrameType | None = sys._getframe(depth + 1)
         except ValueError:  # a shallower stack than promised: walk from the start
             frame = sys._getframe(1)
         skip = self._skip
+        found = None
         while frame is not None:
             hit = skip.get(id(frame.f_code))
             if hit is None:
                 hit = self._is_internal(frame)
             if not hit:
-                break
+                found = frame
+                if stacklevel <= 1:
+                    break
+                stacklevel -= 1  # a frame of the user's helper: its caller is wanted
             frame = frame.f_back
-        return frame
+        return found
 
-    def locate(self, depth: int = 1) -> Location | None:
+    def locate(self, depth: int = 1, stacklevel: int = 1) -> Location | None:
         """The caller's file, line and function (as :meth:`find_caller` finds it), cached
         per code object and instruction, so a call costs the same anywhere in any function."""
-        frame = self.find_caller(depth + 1)  # one frame deeper: this one
+        frame = self.find_caller(depth + 1, stacklevel)  # one frame deeper: this one
         if frame is None:
             return None
         code = frame.f_code
@@ -96,9 +105,12 @@ class AddCallsite:
         return where
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        level = event_dict.pop("stacklevel", 1) if "stacklevel" in event_dict else 1
         if "code.file.path" in event_dict:
             return event_dict
-        where = self.locate(event_dict.get("_obs_depth") or 1)
+        # logging's stacklevel: an int (a bool or anything else is the caller itself)
+        level = level if type(level) is int and level > 1 else 1
+        where = self.locate(event_dict.get("_obs_depth") or 1, level)
         if where is not None:
             event_dict["code.file.path"] = where[0]
             event_dict["code.line.number"] = where[1]

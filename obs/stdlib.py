@@ -115,7 +115,8 @@ def adopt_loggers(
 
 class VllmLogger(logging.Logger):
     """Type of what :func:`init_logger` returns: a plain ``logging.Logger`` whose instance
-    carries ``debug_once/info_once/warning_once/error_once(msg, *args, scope=...)``.
+    carries ``debug_once/info_once/warning_once/error_once(msg, *args, scope=...)`` (and
+    ``stacklevel=``, as ``logging`` takes it, for a caller's own logging helper).
 
     Never instantiated (as vLLM's ``_VllmLogger``): the methods are bound on the real
     logger, so ``propagate``, pickling, ``isinstance`` and ``logging.getLogger(name)``
@@ -124,10 +125,18 @@ class VllmLogger(logging.Logger):
 
     if TYPE_CHECKING:  # made by _once_method below: one body, the level a closure constant
 
-        def debug_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
-        def info_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
-        def warning_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
-        def error_once(self, msg: object, *args: Any, scope: object = "local") -> None: ...
+        def debug_once(
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+        ) -> None: ...
+        def info_once(
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+        ) -> None: ...
+        def warning_once(
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+        ) -> None: ...
+        def error_once(
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+        ) -> None: ...
 
 
 #: The default scope, as the drop-in methods' default (an identity check on the hot path).
@@ -139,7 +148,9 @@ def _once_method(level: int, name: str) -> Callable[..., None]:
     ``isEnabledFor`` does, from its cache; then the runtime's once cache), anything else
     goes to :func:`_once`."""
 
-    def once(self: logging.Logger, msg: object, *args: Any, scope: object = _LOCAL) -> None:
+    def once(
+        self: logging.Logger, msg: object, *args: Any, scope: object = _LOCAL, stacklevel: int = 1
+    ) -> None:
         try:  # isEnabledFor, inlined: its own per-level cache (a miss: the method fills it)
             enabled = not self.disabled and self._cache[level]  # type: ignore[attr-defined]
         except Exception:
@@ -159,15 +170,20 @@ def _once_method(level: int, name: str) -> Callable[..., None]:
                 if hit == HIT_DUE:
                     runtime.emit_summaries()
                 return
-        _once(self, level, msg, args, scope)
+        _once(self, level, msg, args, scope, stacklevel)
 
     once.__name__ = once.__qualname__ = f"{name}_once"
     once.__doc__ = f"``{name}`` once per ``(logger, msg, *args)`` on the ranks ``scope`` selects."
     return once
 
 
-def _once(
-    logger: logging.Logger, level: int, msg: object, args: tuple[Any, ...], scope: object
+def _once(  # noqa: PLR0917 - the drop-in's arguments, passed on
+    logger: logging.Logger,
+    level: int,
+    msg: object,
+    args: tuple[Any, ...],
+    scope: object,
+    stacklevel: object = 1,
 ) -> None:
     """Log once per key on the selected ranks: scope is decided before the key is used,
     the key is a stable encoding (no eviction re-fire, unhashable args fine, nothing kept
@@ -183,8 +199,10 @@ def _once(
     extra = {"scope": scope}
     if admitted == OVERFLOW:
         extra["dedup_overflow"] = True
-    # stacklevel 3: _once -> *_once -> the caller's line.
-    logger.log(level, msg, *args, stacklevel=3, extra=extra)
+    # stacklevel 3: _once -> *_once -> the caller's line; a caller's stacklevel=n (its
+    # own helper's caller, as logging takes it) adds n - 1 (an odd value is ignored).
+    more = stacklevel - 1 if type(stacklevel) is int and stacklevel > 1 else 0
+    logger.log(level, msg, *args, stacklevel=3 + more, extra=extra)
 
 
 _ONCE_METHODS = {
