@@ -183,10 +183,7 @@ class Runtime:
 
     def effective_level(self, level: int, stage: object) -> int:
         """The level a call at ``level`` with ``stage`` is logged at: the stage decides."""
-        try:
-            rule = self.policy.rules.get(stage)  # type: ignore[call-overload]
-        except Exception:  # an unhashable stage
-            return level
+        rule = self.policy.rule(stage)  # any spelling of a stage; never raises
         return rule.level if rule is not None else level
 
     def _entry(  # noqa: PLR0917 - the hot path passes positionally

@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 import dataclasses
+import enum
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -55,9 +56,40 @@ class StagePolicy:
 
     rules: Mapping[str, StageRule]
 
-    def rule(self, stage: str) -> StageRule | None:
-        """The rule of ``stage``, or None for a stage this policy does not know."""
-        return self.rules.get(stage)
+    def rule(self, stage: object) -> StageRule | None:
+        """The rule of ``stage`` (any spelling :meth:`canonical` takes), or None for a stage
+        this policy does not know; never raises."""
+        try:
+            rule: StageRule | None = self.rules.get(stage)  # type: ignore[call-overload]
+        except Exception:  # an unhashable stage
+            rule = None
+        if rule is None:
+            name = self.canonical(stage)
+            rule = self.rules[name] if name is not None else None
+        return rule
+
+    def canonical(self, stage: object) -> str | None:
+        """The policy's name of ``stage``: ``"TERMINAL_FAILURE"``, ``"Terminal-Failure"``,
+        ``" terminal failure "`` and an Enum member whose value (or name) is one of those
+        all name ``terminal_failure``, so the level, the outcome and a Loki query on
+        ``stage`` never depend on the spelling. None for no stage of this policy."""
+        try:
+            if isinstance(stage, enum.Enum):
+                value = stage.value
+                text = value if isinstance(value, str) else stage.name
+            elif isinstance(stage, str):
+                text = stage
+            else:
+                return None
+            text = str.__str__(text)
+            if text in self.rules:
+                return text
+            if len(text) > _MAX_STAGE:  # bounded: no stage name is that long
+                return None
+            name = "_".join(text.lower().replace("-", " ").replace("_", " ").split())
+        except Exception:  # an Enum whose value or name cannot be read
+            return None
+        return name if name in self.rules else None
 
     def replace(self, **rules: StageRule) -> StagePolicy:
         """A copy with some stages' rules replaced or added."""
@@ -73,6 +105,11 @@ DEFAULT_POLICY = StagePolicy(
         "terminal_failure": StageRule(logging.ERROR, "failure"),
     }
 )
+
+
+#: Longer text is never taken for a stage's spelling (keeps :meth:`StagePolicy.canonical`
+#: bounded whatever a caller passes).
+_MAX_STAGE = 64
 
 
 def _as_level(level: object, method_name: str) -> int:
@@ -112,9 +149,15 @@ class TagSeverity:
             level = _as_level(level, method_name)
         stage = event_dict.get("stage")
         if stage is not None:
-            if type(stage) is not str:
-                stage = self._plain_stage(event_dict, stage)
-            rule = self._policy.rules.get(stage) if stage is not None else None
+            rules = self._policy.rules
+            rule = rules.get(stage) if type(stage) is str else None
+            if rule is None:
+                name = self._policy.canonical(stage)
+                if name is not None:  # another spelling of a stage: written as its name
+                    event_dict["stage"] = name
+                    rule = rules[name]
+                elif type(stage) is not str:
+                    self._plain_stage(event_dict, stage)
             if rule is not None:
                 level = rule.level  # the stage decides the level
                 if "outcome" in event_dict and event_dict["outcome"] != rule.outcome:
@@ -125,13 +168,11 @@ class TagSeverity:
         event_dict["severity_number"] = SEVERITY_BY_LEVEL.get(level) or severity_number(level)
         return event_dict
 
-    def _plain_stage(self, event_dict: EventDict, stage: object) -> str | None:
+    def _plain_stage(self, event_dict: EventDict, stage: object) -> None:
         """A str subclass (a str Enum) becomes its text; anything else moves to user.stage."""
         if isinstance(stage, str):
-            text = str.__str__(stage)
-            event_dict["stage"] = text
-            return text
+            event_dict["stage"] = str.__str__(stage)
+            return
         event_dict["user.stage"] = event_dict.pop("stage")
         if self._on_bad_argument is not None:
             self._on_bad_argument("stage", stage, "a stage name, a str", "kept as user.stage")
-        return None
