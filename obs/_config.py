@@ -27,12 +27,25 @@ from obs.settings import Settings, load_settings
 if TYPE_CHECKING:
     from obs._runtime import Runtime
     from obs._seams import SinkFactory
+    from obs.dedup import Deduper
 
 
 def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
     """An ``OBS_FILE`` that cannot be opened, as a ConfigError naming the variable."""
     reason = f"a writable file path ({type(exc).__name__}: {getattr(exc, 'strerror', '') or exc})"
     return ConfigError(settings.source("file"), settings.file, reason)
+
+
+def _leave_counts_to_parent(deduper: Deduper) -> None:
+    """In a forked child: the repeats the parent counted and has not reported yet are the
+    parent's to report (it does, at its next summary); the child keeps the keys (a once
+    event stays once) and reports only the repeats it makes itself."""
+    entries = [*deduper._entries.values(), deduper._overflow]
+    for entry in entries:
+        if entry is not None:
+            entry.fold()
+            entry.suppressed += entry.pending
+            entry.pending = 0
 
 
 class Holder:
@@ -86,6 +99,7 @@ class Holder:
         runtime = self.runtime
         if runtime is not None:  # the once table's lock: a parent thread in admit() held it
             runtime.deduper._lock = threading.Lock()
+            _leave_counts_to_parent(runtime.deduper)
         registry = sys.modules.get("obs._registry")
         if registry is not None:  # a parent thread registering an event class held it
             registry.REGISTRY._lock = threading.Lock()
