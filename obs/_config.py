@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from obs._logger import gate_levels
 from obs._seams import default_sink_factory
+from obs.dedup import _Entry
 from obs.errors import ConfigError
 from obs.settings import Settings, load_settings
 
@@ -46,6 +47,21 @@ def _leave_counts_to_parent(deduper: Deduper) -> None:
             entry.fold()
             entry.suppressed += entry.pending
             entry.pending = 0
+
+
+def _carry_keys(old: Deduper, new: Deduper) -> None:
+    """``configure()`` again with other dedup settings: the new table keeps the keys the
+    old one retained (up to its capacity), so a once event never fires again and an
+    every_n count goes on; the repeats not yet reported stay the old table's (it reports
+    them before it goes), so each is counted once."""
+    with old._lock:
+        for key, entry in list(old._entries.items())[: new.capacity]:
+            copy = _Entry(entry.key_text, entry.event, entry.level, entry.logger, entry.first_seen)
+            copy.seen, copy.last_seen = entry.seen, entry.last_seen
+            copy.last_emit = entry.last_emit
+            entry.fold()
+            copy.suppressed = entry.suppressed + entry.pending
+            new._entries[key] = copy
 
 
 class Holder:
@@ -192,6 +208,8 @@ class Holder:
                 output=output,
                 sink_factory=self.sink_factory,
             )
+            if old is not None and not keep:
+                _carry_keys(old.deduper, runtime.deduper)
             runtime.captures.extend(self.sinks)
             self.runtime = runtime
             self._set_level(runtime.level)
