@@ -26,6 +26,7 @@ __all__ = [
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -331,6 +332,37 @@ def record_minimal(record: logging.LogRecord) -> EventDict:
     return ed
 
 
+#: Where ``logging.captureWarnings(True)`` logs a warning from (logging's, warnings').
+_SHOW_WARNING = frozenset({"_showwarning", "_showwarnmsg"})
+#: The start of ``warnings.formatwarning``'s text: ``path:line: Category: ``.
+_WARNED_AT = re.compile(r"(.+?):(\d+): [A-Za-z_][\w.]*: ")
+#: How far up the stack the warning's frame is looked for (bounded).
+_MAX_FRAMES = 256
+
+
+def _warning_site(ed: EventDict, msg: object) -> None:
+    """A captured warning's record names the stdlib's ``_showwarnmsg``; the line that
+    warned leads its text (``path:line: Category: message``), and, as the record is
+    logged while ``warnings.warn`` runs, that frame is on the stack: it names the
+    function. A text of another format keeps the record's own location."""
+    match = _WARNED_AT.match(msg) if type(msg) is str else None
+    if match is None:
+        return
+    path, line = match.group(1), int(match.group(2))
+    function = ""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            break
+        if frame.f_lineno == line and frame.f_code.co_filename == path:
+            function = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    ed["code.file.path"] = plain_text(path)
+    ed["code.line.number"] = line
+    ed["code.function.name"] = function
+
+
 def record_dict(record: logging.LogRecord) -> EventDict:
     """A stdlib record as an event dict: the template is the event, the formatted message
     the body, ``extra`` fields user fields, and the record's own time and callsite."""
@@ -360,6 +392,8 @@ def record_dict(record: logging.LogRecord) -> EventDict:
     lineno = record.lineno
     ed["code.line.number"] = lineno if type(lineno) is int else 0
     ed["code.function.name"] = plain_text(record.funcName)
+    if record.name == "py.warnings" and record.funcName in _SHOW_WARNING:
+        _warning_site(ed, msg)
     if record.exc_info:
         ed["exc_info"] = record.exc_info
     level = record.levelno
