@@ -32,8 +32,9 @@ class BoundLogger:
     """``log.info("event_name", key=value)``; see the module docstring.
 
     Every method accepts the control keywords ``scope``, ``once``, ``once_key``,
-    ``every_n``, ``every_seconds``, ``stage``, ``body`` and ``exc_info``. The event may be
-    given as a keyword too, as structlog takes it (``log.error(event="x")``).
+    ``every_n``, ``every_seconds``, ``stage``, ``body``, ``exc_info`` and ``stacklevel``
+    (as ``logging``'s: a helper's caller). The event may be given as a keyword too, as
+    structlog takes it (``log.error(event="x")``).
 
     .. versionadded:: 0.1.0
     """
