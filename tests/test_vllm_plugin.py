@@ -167,6 +167,7 @@ class TestWrapVllmConfigure:
                 [e["body"] for e in events],
             )
         finally:
+            obs.testing.reset()  # first: it gives back what it adopted, cleaned below
             for h in list(logger.handlers):
                 logger.removeHandler(h)
             logger.propagate = True
