@@ -29,7 +29,8 @@ def delivery_report(
     not_written: int = 0,
 ) -> dict[str, Any]:
     """Where to, records sent (queued for export), acknowledged by the collector, spooled,
-    dropped and still queued, from ``stats`` (None: not exporting); ``not_written``: lines
+    dropped, still queued, and spool lines of another format version kept unreplayed
+    (``spool_kept``), from ``stats`` (None: not exporting); ``not_written``: lines
     no console or ``OBS_FILE`` took (a broken sink, re-entrant overflow)."""
     url = settings.otlp_logs_url
     out: dict[str, Any] = {
@@ -45,6 +46,7 @@ def delivery_report(
         spooled=int(stats.get("spooled", 0)),
         dropped=sum(int(n) for n in dropped.values()),
         queued=int(stats.get("queued", 0)),
+        spool_kept=int(stats.get("spool_kept", 0)),
         unexported_after_shutdown=unexported_after_shutdown,
         not_written=not_written,
     )

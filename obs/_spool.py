@@ -6,6 +6,12 @@ Layout of the spool directory (created 0700; files 0600, opened with ``O_NOFOLLO
     Where writers append, one JSON object per line. Every process sharing the directory
     (all ranks of a node, the next run) appends here under an exclusive ``flock`` on the
     file, after checking the locked inode is still the one at the path.
+``spool.other.jsonl``
+    Lines another spool format version wrote (their ``"v"`` is not 1: a newer obs shared
+    the directory): never replayed as this version's records, which could misread them;
+    the replayer moves them here, as they were, for the version that wrote them, and
+    counts them (:attr:`ReplayResult.kept`). They count against the size bound; ``purge``
+    deletes them.
 ``spool.replay.jsonl`` and ``spool.replay.offset``
     A replayer, holding ``replay.lock`` (exclusive, non-blocking: a second process simply
     skips), renames ``spool.jsonl`` to ``spool.replay.jsonl`` (atomic; new writers start a
@@ -24,13 +30,22 @@ never changes the mode of a directory it did not create. A spool file not owned 
 current uid or readable/writable by anyone else is never appended to nor replayed: it is
 renamed aside (``refused.<name>.<inode>``) and counted in :attr:`ReplayResult.refused`.
 
-The size bound (``spool_max_bytes``) counts ``spool.jsonl`` plus the unreplayed part of
-``spool.replay.jsonl``; lines that do not fit are refused and counted by the caller.
+The size bound (``spool_max_bytes``) counts ``spool.jsonl``, the unreplayed part of
+``spool.replay.jsonl`` and ``spool.other.jsonl``; lines that do not fit are refused and
+counted by the caller.
 """
 
 from __future__ import annotations
 
-__all__ = ["ReplayResult", "Spool", "SpoolRefused", "open_spool_dir", "service_dir"]
+__all__ = [
+    "VERSION",
+    "ReplayResult",
+    "Spool",
+    "SpoolRefused",
+    "open_spool_dir",
+    "other_version",
+    "service_dir",
+]
 
 import contextlib
 import dataclasses
@@ -48,6 +63,9 @@ from obs._reentry import marked
 _SPOOL = "spool.jsonl"
 _REPLAY = "spool.replay.jsonl"
 _OFFSET = "spool.replay.offset"
+_OTHER = "spool.other.jsonl"
+#: The spool line format this version writes and replays (a line without "v" is one).
+VERSION = 1
 _LOCK = "replay.lock"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -78,6 +96,8 @@ class ReplayResult:
     failed: bool = False
     skipped: bool = False  # another process holds the replay lock
     refused: int = 0  # files set aside: not ours, or readable by others
+    kept: int = 0  # lines of another format version, moved to spool.other.jsonl
+    versions: set[str] = dataclasses.field(default_factory=set)  # their "v", as text
 
 
 def open_spool_dir(directory: str) -> int:
@@ -195,7 +215,25 @@ class Spool:
             total += self._stat(_SPOOL).st_size
         with contextlib.suppress(OSError):
             total += self._stat(_REPLAY).st_size - self._read_offset()
-        return total
+        return total + self._other_size()
+
+    def _other_size(self) -> int:
+        """Bytes of lines kept for another format version (``spool.other.jsonl``)."""
+        try:
+            return self._stat(_OTHER).st_size
+        except OSError:
+            return 0
+
+    def kept(self) -> int:
+        """How many lines of another format version are kept (not replayed)."""
+        try:
+            f = self._open_read(_OTHER)
+        except OSError:
+            return 0
+        if f is None:
+            return 0
+        with f:
+            return sum(1 for raw in f if raw.endswith(b"\n"))
 
     @property
     def reserve(self) -> int:
@@ -219,7 +257,7 @@ class Spool:
         # Marked: a finaliser that logs meanwhile on this thread is deferred, never waits
         # on the flock this thread holds (flock locks per open file, not per process).
         with marked(self._locked_spool()) as fd:
-            used = os.fstat(fd).st_size
+            used = os.fstat(fd).st_size + self._other_size()
             with contextlib.suppress(OSError):
                 used += self._stat(_REPLAY).st_size - self._read_offset()
             room = limit - used
@@ -329,7 +367,7 @@ class Spool:
                         doc = json.loads(raw) if raw.endswith(b"\n") else None
                     except ValueError:
                         continue
-                    if isinstance(doc, dict):
+                    if isinstance(doc, dict) and other_version(doc) is None:
                         yield doc
 
     def purge(self) -> bool:
@@ -338,7 +376,7 @@ class Spool:
         with self._replay_lock() as held:
             if not held:
                 return False
-            for name in (_SPOOL, _REPLAY, _OFFSET):
+            for name in (_SPOOL, _REPLAY, _OFFSET, _OTHER):
                 self._unlink(name)
             return True
 
@@ -435,9 +473,10 @@ class Spool:
                 if should_stop():
                     return False
                 corrupt = result.corrupt
-                batch, marks, end = _read_batch(f, offset, batch_size, result)
+                batch, marks, end, others = _read_batch(f, offset, batch_size, result)
                 if not batch:
                     if end != offset:
+                        self._keep(others, result)
                         self._write_offset(end)
                     break
                 answer = export(batch)
@@ -447,26 +486,69 @@ class Spool:
                     if done > 0:
                         offset, result.corrupt = marks[done - 1]
                         result.replayed += done
+                        self._keep([o for o in others if o[0] < done], result)
                         self._write_offset(offset)
                     else:
                         result.corrupt = corrupt
                     return False
                 result.replayed += len(batch)
                 offset = end
+                self._keep(others, result)
                 self._write_offset(offset)
         self._unlink(_REPLAY)
         self._unlink(_OFFSET)
         return True
 
+    def _keep(self, others: list[tuple[int, bytes, str]], result: ReplayResult) -> None:
+        """Append lines of another format version to ``spool.other.jsonl`` (before the
+        replay offset passes them: a crash in between keeps a line twice, never loses it);
+        when that file cannot be written they are counted corrupt (lost, counted)."""
+        if not others:
+            return
+        try:
+            fd = os.open(_OTHER, _FLAGS, 0o600, dir_fd=self._dir())
+            try:
+                st = os.fstat(fd)
+                if _unsafe(st, dir_mode=False):
+                    self._set_aside(_OTHER, st)
+                    result.refused += 1
+                    raise _SetAside(errno.EPERM, "spool.other.jsonl is unsafe", _OTHER)
+                data = b"".join(raw for _, raw, _ in others)
+                if st.st_size and _torn(fd):
+                    data = b"\n" + data
+                while data:
+                    data = data[os.write(fd, data) :]
+            finally:
+                os.close(fd)
+        except OSError:
+            result.corrupt += len(others)
+            return
+        result.kept += len(others)
+        result.versions.update(v for _, _, v in others)
+
+
+def other_version(doc: dict[str, Any]) -> str | None:
+    """The ``"v"`` of a spool line another format version wrote, as text (bounded); None
+    for this version's lines (``"v": 1``, or no ``"v"``)."""
+    if "v" not in doc:
+        return None
+    v = doc["v"]
+    if type(v) is int and v == VERSION:
+        return None
+    return json.dumps(v, default=str)[:32]
+
 
 def _read_batch(
     f: IO[bytes], offset: int, batch_size: int, result: ReplayResult
-) -> tuple[list[dict[str, Any]], list[tuple[int, int]], int]:
+) -> tuple[list[dict[str, Any]], list[tuple[int, int]], int, list[tuple[int, bytes, str]]]:
     """Up to ``batch_size`` records from ``f`` (at ``offset``), lines that are not one
     counted in ``result.corrupt``; with, per record, the offset past its line and the
-    corrupt count then (where a replay that stops after it resumes), and the end offset."""
+    corrupt count then (where a replay that stops after it resumes), the end offset, and
+    the lines of another format version (how many records precede each, the raw line, its
+    version)."""
     batch: list[dict[str, Any]] = []
     marks: list[tuple[int, int]] = []
+    others: list[tuple[int, bytes, str]] = []
     end = offset
     for raw in f:
         end += len(raw)
@@ -474,11 +556,13 @@ def _read_batch(
             doc = json.loads(raw) if raw.endswith(b"\n") else None
         except ValueError:
             doc = None
-        if isinstance(doc, dict):
+        if not isinstance(doc, dict):
+            result.corrupt += 1
+        elif (version := other_version(doc)) is not None:
+            others.append((len(batch), raw, version))
+        else:
             batch.append(doc)
             marks.append((end, result.corrupt))
-        else:
-            result.corrupt += 1
         if len(batch) >= batch_size:
             break
-    return batch, marks, end
+    return batch, marks, end, others

@@ -79,6 +79,10 @@ def _replay(directory: str, args: argparse.Namespace) -> int:
             sink.shutdown(1.0)
     stats = sink.stats()
     sys.stdout.write(f"replayed {stats['replayed']} records\n")
+    if stats.get("spool_kept"):
+        sys.stdout.write(
+            f"kept {stats['spool_kept']} lines of another spool format version, not replayed\n"
+        )
     for line in reports:
         sys.stderr.write(line + "\n")
     return 0 if ok and not Spool(directory, 1).pending() else 1
@@ -150,7 +154,13 @@ def _one(directory: str, args: argparse.Namespace) -> int:
                     f"  {service}: {row['records']} records, oldest {_age(row['oldest'])}, "
                     f"newest {_age(row['newest'])}\n"
                 )
-            if not rows:
+            kept = spool.kept()
+            if kept:
+                sys.stdout.write(
+                    f"  {kept} lines of another spool format version (not replayed by this "
+                    "obs) kept in spool.other.jsonl\n"
+                )
+            if not rows and not kept:
                 sys.stdout.write("  (empty)\n")
             return 0
         if args.action == "purge":

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from obs._own_events import ObsInternalError, ObsRecordsDropped
 from obs._registry import Event
+from obs._spool import VERSION
 from obs.encode import safe_repr, scrub_text
 from obs.levels import CLASS_NAMES
 
 if TYPE_CHECKING:
     from obs._reentry import MarkedLock
+    from obs._spool import ReplayResult
 
 #: How the sink reports obs' own events: ``report(event, level=None, *, body=None)``.
 Report = Callable[..., None]
@@ -40,6 +42,7 @@ class Counters:
         "pending_drops",
         "replayed",
         "spool_corrupt",
+        "spool_kept",
         "spooled",
     )
 
@@ -50,6 +53,7 @@ class Counters:
         self.replayed = 0
         self.failed_exports = 0
         self.spool_corrupt = 0
+        self.spool_kept = 0  # lines of another spool format version, kept, not replayed
         self.dropped: dict[str, dict[str, int]] = {}  # reason -> level -> n, since start
         self.pending_drops: dict[str, dict[str, int]] = {}  # ... not yet reported
 
@@ -93,6 +97,7 @@ class Counters:
             "replayed": self.replayed,
             "failed_exports": self.failed_exports,
             "spool_corrupt": self.spool_corrupt,
+            "spool_kept": self.spool_kept,
         }
 
     def dropped_total(self) -> int:
@@ -136,6 +141,40 @@ class Accounting:
         """Remember an internal failure; :meth:`send` reports it (once per kind)."""
         with contextlib.suppress(Exception):
             self.notes.append((where, type(exc).__name__, scrub_text(safe_repr(exc, 1000))))
+
+    def replayed(self, result: ReplayResult, directory: str) -> None:
+        """Count what one spool replay did (the caller holds the lock) and note what the
+        operator must hear of: spool files set aside, lines of another format version."""
+        counters = self.counters
+        counters.replayed += result.replayed
+        if result.corrupt:
+            counters.corrupt(result.corrupt)
+        if result.refused:
+            self.notes.append(
+                (
+                    "otel_spool",
+                    "SpoolFileRefused",
+                    scrub_text(
+                        f"{result.refused} spool file(s) in {directory} not owned by this "
+                        "uid or accessible to others were set aside (refused.*) and not "
+                        "replayed"
+                    ),
+                )
+            )
+        if result.kept:
+            counters.spool_kept += result.kept
+            versions = ", ".join(sorted(result.versions)[:4])
+            self.notes.append(
+                (
+                    "otel_spool",
+                    "SpoolOtherVersion",
+                    scrub_text(
+                        f"{counters.spool_kept} spool line(s) of another spool format "
+                        f"version (v={versions}; this obs replays v={VERSION}) were kept in "
+                        f"{directory}/spool.other.jsonl and not replayed"
+                    ),
+                )
+            )
 
     def drops_due(self, now: float) -> bool:
         """Whether pending drop counts are due for their (rate-limited) report."""

@@ -18,7 +18,6 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from obs._export_queue import SeverityQueue
 from obs._reentry import LOCAL, MarkedLock
 from obs._spool import ReplayResult, Spool
-from obs.encode import scrub_text
 from obs.levels import CLASS_NAMES, WARNING_CLASS
 from obs.otel.accounting import Accounting, Report
 from obs.otel.delivery import Delivery, Disposer
@@ -524,21 +523,7 @@ class ExportWorker:
 
     def _replayed_locked(self, result: ReplayResult) -> None:
         """Count a finished replay and schedule the next one (soon, or on the backoff)."""
-        self._acct.counters.replayed += result.replayed
-        if result.corrupt:
-            self._acct.counters.corrupt(result.corrupt)
-        if result.refused:
-            self._acct.notes.append(
-                (
-                    "otel_spool",
-                    "SpoolFileRefused",
-                    scrub_text(
-                        f"{result.refused} spool file(s) in {self._spool.directory} "
-                        "not owned by this uid or accessible to others were set "
-                        "aside (refused.*) and not replayed"
-                    ),
-                )
-            )
+        self._acct.replayed(result, self._spool.directory)
         if not result.failed and not result.skipped and self._spool.pending():
             self._replay_due = True  # stopped early to serve the queue
         if result.failed or result.skipped:  # try again on the backoff schedule
