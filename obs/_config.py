@@ -26,6 +26,8 @@ from obs.errors import ConfigError
 from obs.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from obs._runtime import Runtime
     from obs._seams import SinkFactory
     from obs.dedup import Deduper
@@ -72,6 +74,7 @@ class Holder:
         "_forked",
         "_lock",
         "_sighup",
+        "after_configure",
         "bridge",
         "level",
         "runtime",
@@ -94,6 +97,9 @@ class Holder:
         self._forked = False  # the fork hook is registered (on first use: none at import)
         self._atexit = False
         self._sighup = False
+        #: Run after each ``configure()`` (never raising): obs.vllm_plugin's, when vLLM
+        #: loaded its plugins before obs was configured and there was nothing to follow.
+        self.after_configure: list[Callable[[], object]] = []
 
     def _locked(self) -> threading.RLock:
         """The holder's lock, renewed in a forked child: a parent thread inside
@@ -232,7 +238,14 @@ class Holder:
             if settings.file_reopen_on_sighup and settings.file:
                 self._install_sighup()
             self._register_atexit()
+        self._after_configure()
         return settings
+
+    def _after_configure(self) -> None:
+        """Run the :attr:`after_configure` hooks; one that raises does not stop the rest."""
+        for hook in list(self.after_configure):
+            with contextlib.suppress(Exception):
+                hook()
 
     def reset(self) -> None:
         """Back to unconfigured: shut the runtime down quickly and remove the bridge."""

@@ -194,11 +194,8 @@ def register() -> None:
     """The ``vllm.general_plugins`` entry point (vLLM may call it more than once)."""
     try:
         if not read_variable(ENABLE_VAR):
-            if not os.environ.get(ENABLE_VAR, "").strip() and follow_vllm():  # unset
-                from obs.stdlib import adopt_loggers  # noqa: PLC0415
-
-                adopt_loggers(["vllm"])
-                count_vllm_repeats()
+            if not os.environ.get(ENABLE_VAR, "").strip():  # unset: follow the app's obs
+                _follow_app()
             return
     except ConfigError as exc:  # neither true nor false: say so, stay off
         _report(exc)
@@ -216,6 +213,30 @@ def register() -> None:
         count_vllm_repeats()
     except Exception as exc:
         _report(exc)
+
+
+def _follow_app() -> None:
+    """``OBS_VLLM`` unset: follow vLLM for an application that configures obs itself, now
+    if it did, else from its ``obs.configure()`` on (a hook: an engine built before obs
+    was configured loaded the plugins then, and without it the next ``configure_logging``
+    put vLLM's text handler back, its records bypassing obs, and vLLM's ``*_once``
+    repeats went uncounted)."""
+    from obs._config import STATE  # noqa: PLC0415
+    from obs.stdlib import adopt_loggers  # noqa: PLC0415
+
+    if follow_vllm():
+        adopt_loggers(["vllm"])
+        count_vllm_repeats()
+        return
+
+    def after_configure() -> None:
+        if os.environ.get(ENABLE_VAR, "").strip() or not follow_vllm():
+            return  # OBS_VLLM set since (the plugin's own path), or vllm not adopted
+        count_vllm_repeats()
+
+    if not any(getattr(h, "_obs_vllm", False) for h in STATE.after_configure):
+        after_configure._obs_vllm = True  # type: ignore[attr-defined]
+        STATE.after_configure.append(after_configure)
 
 
 def _report(exc: BaseException) -> None:

@@ -37,12 +37,17 @@ if order == "obs_after_import":
     obs.configure()
 load_general_plugins()
 config = LoggingConfig(log_level=level) if level != "-" else LoggingConfig()
+if order == "obs_after_setup":  # an engine was built before the app configured obs
+    vllm.logger.configure_logging(config)
+    obs.configure()
 vllm.logger.configure_logging(config)
 log = vllm.logger.init_logger("vllm.app_order")
 log.debug("rec_DEBUG")
 log.info("rec_INFO")
 log.warning("rec_WARNING")
 log.error("rec_ERROR")
+for _ in range(3):
+    log.warning_once("rec_ONCE")
 obs.flush(timeout=5.0)
 """
 
@@ -58,6 +63,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], tuple[str, str], str]] = {
     "app_obs_first": ({}, ("obs_first", "-"), "INFO"),
     "app_obs_after_import": ({}, ("obs_after_import", "-"), "INFO"),
     "app_obs_first_debug": ({"VLLM_LOGGING_LEVEL": "DEBUG"}, ("obs_first", "-"), "DEBUG"),
+    "app_obs_after_setup": ({}, ("obs_after_setup", "-"), "INFO"),
+    "app_obs_after_setup_debug": ({}, ("obs_after_setup", "DEBUG"), "DEBUG"),
 }
 
 
@@ -69,6 +76,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]
     for name, (extra, args, _) in SCENARIOS.items():
         cwd = tmp_path_factory.mktemp(name)
         env = {**base, **extra, "OBS_FORMAT": "json", "PYTHONPATH": str(ROOT)}
+        env["OBS_REPEAT_SUMMARY_SECONDS"] = "3600"  # one summary, at exit, however slow
         procs[name] = subprocess.Popen(
             [sys.executable, "-c", CHILD, *args],
             cwd=cwd,
@@ -96,6 +104,8 @@ def _records(out: str) -> tuple[list[str], list[str]]:
             text.append(line)
             continue
         events.append(doc["event"])
+        if doc["event"] == "log_repeats_suppressed":
+            events[-1] += f"={doc.get('suppressed_count')}"
     return events, text
 
 
@@ -106,8 +116,12 @@ def test_records_once_as_obs_json_at_vllms_level(
     """Every record at or above vLLM's level comes out once as obs JSON; nothing below
     it, no text. With the plugin, VLLM_LOGGING_LEVEL and the config's log_level used to
     be ignored (obs' dictConfig set INFO); an application that configured obs itself
-    got vLLM's text handler back from vLLM's configure_logging (records bypassed obs)."""
+    got vLLM's text handler back from vLLM's configure_logging (records bypassed obs),
+    and one that configured obs after vLLM had loaded its plugins (an engine built
+    first) still did on the next configure_logging, with vLLM's ``*_once`` repeats
+    swallowed uncounted. A ``warning_once`` repeat is counted in every order."""
     code, out = runs[scenario]
     lowest = SCENARIOS[scenario][2]
     want = [f"rec_{lv}" for lv in LEVELS[LEVELS.index(lowest) :]]
+    want += ["rec_ONCE", "log_repeats_suppressed=2"]
     assert (0, want, []) == (code, *_records(out)), out[-3000:]
