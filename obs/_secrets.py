@@ -100,7 +100,7 @@ _SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "secret", "credential", 
 
 _CAMEL = re.compile(
     r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])(?![0-9]*[a-z])"
-)  # camelCase, and a number after a word (``token2``, not ``b64`` or ``2fa``)
+)  # camelCase, and a number after a word (``token2``, ``b64``; ``2fa`` stays whole)
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 #: ``scheme://user:password@host``: the password part of a URL's userinfo.
 #: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
@@ -164,10 +164,10 @@ def key_words(key: str) -> tuple[str, ...]:
 
 #: Words a secret name may end with after its secret word (``hf_token2``,
 #: ``access_token_v2``, ``refresh_token_old``): dropped before the last word is looked at.
-_TRAILING_WORDS = frozenset({"v", "old", "new", "prev", "previous", "next", "current",
-                             "backup", "bak", "tmp", "temp", "orig", "raw", "value", "val",
-                             "str", "b64", "base64", "hex", "enc", "encoded", "default",
-                             "env"})  # fmt: skip
+_TRAILING_WORDS = frozenset({"v", "b", "base", "old", "new", "prev", "previous", "next",
+                             "current", "backup", "bak", "tmp", "temp", "orig", "raw",
+                             "value", "val", "str", "b64", "base64", "hex", "enc", "encoded",
+                             "default", "env"})  # fmt: skip
 
 
 def _secret_words(words: tuple[str, ...]) -> bool:

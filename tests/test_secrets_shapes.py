@@ -389,7 +389,7 @@ SUFFIXES = ["1", "2", "_2", "_10", "V2", "_v3", "-v1", "_old", "_new", "Backup",
     suffix=st.sampled_from(SUFFIXES),
     where=st.sampled_from(["field", "dict_key", "text", "bound"]),
 )
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=400, deadline=None)
 def test_a_secret_name_with_a_number_or_version_after_it(
     name: str, suffix: str, where: str
 ) -> None:
@@ -397,6 +397,8 @@ def test_a_secret_name_with_a_number_or_version_after_it(
     as their unnumbered names do (they were written as logged: the last word was the
     number). As a field, a dict key, a pair in text and a bound name."""
     key = f"{name}{suffix}"
+    if name.isupper() and suffix[0].isalpha():  # HF_TOKEN_V2: a constant's own style
+        key = f"{name}_{suffix.upper()}"
 
     def call(log: Any) -> None:
         if where == "field":
