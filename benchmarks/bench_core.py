@@ -580,6 +580,9 @@ def _adversarial() -> list[tuple[str, Any]]:
     huge_str = "y" * 50_000_000
     prose = ("the quick brown fox, jumps: over = lazy dog " * 50)[:2000]
     pairs = ("token=a," * 300)[:2000]
+    encoded = ("api_key%3Dx%26" * 200)[:2000]
+    breaks = (("Authorization:" + "\n" * 50) * 40)[:2000]
+    long_keys = {f"n{j}": {f"aB{i}" * 150 + str(j): i for i in range(256)} for j in range(16)}
     return [
         ("1M-key dict value", lambda log: log.info("adv", d=big_dict)),
         ("1M-item list in a once key", lambda log: log.warning_once("adv", ids=big_list)),
@@ -599,6 +602,18 @@ def _adversarial() -> list[tuple[str, Any]]:
         (
             "300 fields of 2 KB secret pairs",
             lambda log: log.info("adv", **{f"f{i}": pairs for i in range(300)}),
+        ),
+        (  # decoded, scanned again
+            "300 fields of 2 KB percent-encoded pairs",
+            lambda log: log.info("adv", **{f"f{i}": encoded for i in range(300)}),
+        ),
+        (
+            "300 fields of 2 KB line breaks after a name",
+            lambda log: log.info("adv", **{f"f{i}": breaks for i in range(300)}),
+        ),
+        (  # each key tested for secret words (0.5-0.9 s a call before the name budget)
+            "16 dicts of 256 long keys",
+            lambda log: log.info("adv", d=long_keys),
         ),
     ]
 

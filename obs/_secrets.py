@@ -275,7 +275,7 @@ def has_separator(text: str) -> bool:
 #: text that may hold a credential, and matches looked at one by one (pair names, userinfo
 #: tokens, bearer credentials; about a microsecond each). A few milliseconds at the
 #: scrubber's worst, far more than an ordinary call's values hold.
-SCRUB_CHARS = 48 * 1024
+SCRUB_CHARS = 32 * 1024
 SCRUB_STEPS = 1024
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
