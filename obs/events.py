@@ -205,10 +205,13 @@ class ChainTerminalFailure(Event):
     level: ClassVar[int] = logging.ERROR
     description: ClassVar[str] = "A fallback chain ran out of backends; nothing works."
     message: ClassVar[str | None] = "{chain}: no backend works: tried {backends_tried}"
+    #: The failure's identity: a later run that fails with another error type (same
+    #: reasons) is another failure and gets its own ERROR line, not a repeat count.
     identity: ClassVar[tuple[str, ...] | None] = (
         "chain",
         "backends_tried",
         "reasons",
+        "last_error_type",
         "backends_skipped",
     )
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import obs
 import obs.testing
@@ -874,3 +876,47 @@ class TestRankScoping:
             ("workspace_attempt_failed", False),
             ("workspace_terminal_failure", True),
         ] == got
+
+
+class _CustomError(Exception):
+    """An error type of the caller's own (a framework's), classified as ``error``."""
+
+
+_UNCLASSIFIED = (RuntimeError, OSError, TypeError, KeyError, _CustomError)
+
+
+class TestTerminalFailureIdentity:
+    """The terminal failure is written once per process, chain and failure: a later run
+    (after destroy) that fails for another error type is another failure, written as its
+    own ERROR line (the alert's record, with that type), not a repeat count of the first."""
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        st.lists(st.sampled_from(_UNCLASSIFIED), min_size=1, max_size=6),
+        st.sampled_from(["mnnvl", "trtllm", "auto"]),
+    )
+    def test_another_error_type_is_another_terminal_failure(
+        self, kinds: list[type[Exception]], backend: str
+    ) -> None:
+        obs.testing.reset()  # a fresh process's once table for every example
+        obs.configure(level="DEBUG", format="json", sdk_disabled=True, repeat_summary_seconds=0)
+        with obs.testing.capture_events() as captured:
+            factory = FakeFactory(
+                {b: [kind("same message") for kind in kinds] for b in ("mnnvl", "trtllm")}
+            )
+            m = FiArWorkspaces(factory, backend=backend, nodes=1)
+            for _ in kinds:
+                assert m.get_fi_ar_workspace(*ARGS) is None
+                m.destroy()
+            obs.flush()
+        terminal = [e for e in captured if e["event"] == "workspace_terminal_failure"]
+        distinct = list(dict.fromkeys(kind.__name__ for kind in kinds))
+        assert distinct == [e["last_error_type"] for e in terminal]
+        assert {"ERROR"} == {e["severity_text"] for e in terminal}
+        repeats = sum(
+            e["suppressed_count"]
+            for e in captured
+            if e["event"] == "log_repeats_suppressed"
+            and e["original_event"] == "workspace_terminal_failure"
+        )
+        assert len(kinds) - len(distinct) == repeats
