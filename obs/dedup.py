@@ -11,9 +11,9 @@ not retained share one overflow slot: the first of them is emitted (marked
 window, and ``obs_dedup_capacity_reached`` is reported once. Memory stays bounded and
 nothing spams or disappears silently.
 
-Keys never hold references to the caller's objects: anything but str/int/float/bool/None/
-bytes is keyed by its (bounded) safe ``repr``, so unhashable values never raise and an
-exception passed as a field does not keep its frames alive.
+Keys hold no caller's object: anything but str/int/float/bool/None/bytes is keyed by its
+bounded safe ``repr`` (unhashable values never raise; an exception keeps no frames alive).
+Values written differently are different keys (1, 1.0 and True; 0.0 and -0.0).
 """
 
 from __future__ import annotations
@@ -58,10 +58,8 @@ OVERFLOW: Literal["overflow"] = "overflow"
 #: Fields that are the same for every call of a process, or are the key's other parts.
 _NOT_KEY = NOT_KEYED
 
-
 #: Strings longer than this are keyed by length, prefix and hash, not held whole.
 _LONG = 1024
-
 
 #: A list or tuple of at most this many plain scalars (texts up to _SEQ_TEXT chars, ints in
 #: int64) is keyed by its items and their types, as scalars are, and kept by the once cache.
@@ -97,8 +95,9 @@ def _kv(value: object) -> object:
         return (cls, value)
     if isinstance(value, bytes) and cls is bytes:
         return (cls, value) if len(value) <= _LONG else (cls, _long(value.hex()))
-    if cls is float:
-        return (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
+    if cls is float:  # a zero keeps its sign: -0.0 equals 0.0 but writes "-0.0"
+        part = (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
+        return part if value else (*part, math.copysign(1.0, value))  # type: ignore[arg-type]
     if cls is list or cls is tuple:  # [1, 2] and (1, 2) are one key, as their JSON is
         types = flat_types(value)
         if types is not None:
@@ -229,7 +228,7 @@ def _key_value(value: object) -> object:
             return f"{value[2]}...[{value[1]} chars]"
         if len(value) == 3 and value[0] == "seq":
             return list(value[1])
-        if len(value) == 2:
+        if len(value) == 2 or value[0] is float:  # a float zero keeps its sign third
             return value[1]
     return value
 
@@ -240,7 +239,7 @@ def _shown(value: object) -> object:
         return f"{value[2]}...[{value[1]} chars]"
     if isinstance(value, tuple) and len(value) == 3 and value[0] == "seq":
         return safe_repr(to_jsonable(list(value[1])), 200)  # as the repr form reads
-    if isinstance(value, tuple) and len(value) == 2:
+    if isinstance(value, tuple) and (len(value) == 2 or (value and value[0] is float)):
         return value[1] if value[0] == "repr" else safe_repr(value[1], 100)
     return value
 
@@ -536,8 +535,9 @@ def _shape(value: object) -> object:
     type and item types for a flat sequence; None where the cache cannot compare it (NaN
     never equals itself; a long text is keyed by hash)."""
     cls = type(value)
-    if cls in PLAIN_TYPES:
-        return None if value != value or (cls is str and len(value) > _LONG) else cls  # type: ignore[arg-type]  # noqa: PLR0124
+    if cls in PLAIN_TYPES:  # None: NaN never equals itself, -0.0 equals 0.0, a long text
+        kept = value == value and not (cls is str and len(value) > _LONG)  # type: ignore[arg-type]  # noqa: PLR0124
+        return cls if kept and (value or cls is not float) else None
     types = flat_types(value)
     return None if types is None else (cls, types)
 

@@ -902,3 +902,62 @@ class TestKeyTextPositional:
         key = make_key("lg", 30, template, {str(i): a for i, a in enumerate(args)})
         if self.SECRET not in format_body(template, tuple(args)):
             assert self.SECRET not in key_text(key)
+
+
+_EQUAL_BUT_DIFFERENT = [0, 1, True, False, 0.0, -0.0, 1.0, "0", "0.0", "-0.0", None]
+
+
+def _written(value: Any) -> tuple[type, str]:
+    """What a value is written as: -0.0 writes "-0.0", 0.0 "0.0" (and 1, 1.0, True apart)."""
+    return (type(value), repr(value))
+
+
+class TestScalarKeysAreExact:
+    """A scalar value keys as a sequence of it does: -0.0 and 0.0 write different lines,
+    so they are different keys (as [-0.0] and [0.0] already were), on every path."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.sampled_from(_EQUAL_BUT_DIFFERENT),
+        st.sampled_from(_EQUAL_BUT_DIFFERENT),
+        st.booleans(),
+    )
+    def test_make_key(self, a: Any, b: Any, with_other_field: bool) -> None:
+        other = {"n": 1} if with_other_field else {}
+        ka = make_key("lg", 30, "ev", {"v": a, **other})
+        kb = make_key("lg", 30, "ev", {"v": b, **other})
+        assert (_written(a) == _written(b)) == (ka == kb), (a, b)
+        assert (_written(a) == _written(b)) == (
+            make_key("lg", 30, "ev", {}, once_key=a) == make_key("lg", 30, "ev", {}, once_key=b)
+        )
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.sampled_from([0.0, -0.0, 0, False]), min_size=1, max_size=8))
+    def test_every_api_writes_each_zero(self, values: list[Any]) -> None:
+        """A bound logger's warning_once (the once cache's path), with another field (the
+        full key), and the drop-in's positional form: one line per value as written."""
+        obs.testing.reset()
+        obs.configure(level="DEBUG", format="json", sdk_disabled=True, repeat_summary_seconds=0)
+        std = init_logger("t.zero")
+        with obs.testing.capture_events() as captured:
+            log = obs.get_logger("t.zero")
+            for v in values:
+                log.warning_once("zero_kw", x=v)
+                log.warning_once("zero_two", x=v, y="a")
+                std.warning_once("zero_pos %s", v)  # type: ignore[attr-defined]
+            obs.flush()
+        distinct = list(dict.fromkeys(map(_written, values)))
+        for event in ("zero_kw", "zero_two"):
+            lines = [e for e in captured if e["event"] == event]
+            assert distinct == [_written(e["x"]) for e in lines], event
+        firsts: dict[tuple[type, str], Any] = {}
+        for v in values:
+            firsts.setdefault(_written(v), v)
+        bodies = [e["body"] for e in captured if e["event"].startswith("zero_pos")]
+        assert [f"zero_pos {v}" for v in firsts.values()] == bodies
+        for event in ("zero_kw", "zero_two", "zero_pos %s"):  # one summary per key
+            assert len(values) - len(distinct) == sum(
+                e["suppressed_count"]
+                for e in captured
+                if e["event"] == "log_repeats_suppressed" and e["original_event"] == event
+            ), event
