@@ -2,8 +2,10 @@
 
 Sources, first that answers wins: an initialized ``torch.distributed`` (consulted only
 when torch is already imported), torchrun env, SLURM env, Open MPI env, else a single
-process. :class:`RankResolver` re-evaluates when the answer can change (process group
-initialized or destroyed, fork) and is a few attribute reads otherwise.
+process. A missing local size is taken from the launcher's per-node task list or node
+count (SLURM without ``--ntasks-per-node``), the same on every rank.
+:class:`RankResolver` re-evaluates when the answer can change (process group initialized
+or destroyed, fork) and is a few attribute reads otherwise.
 """
 
 from __future__ import annotations
@@ -108,6 +110,54 @@ _SOURCES: tuple[
 )
 
 
+#: Where a launcher's local size variable is missing (srun without --ntasks-per-node sets
+#: no SLURM_NTASKS_PER_NODE): its per-node task list ("4(x2),3"), then its node count.
+_LOCAL_HINTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "torchrun": ((), ("GROUP_WORLD_SIZE",)),
+    "slurm": (
+        ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"),
+        ("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"),
+    ),
+}
+_MAX_NODES = 1 << 16  # entries a task list is expanded to
+
+
+def _tasks_per_node(text: str) -> list[int] | None:
+    """SLURM's compressed task counts per node ("4(x2),3" is [4, 4, 3]), or None when
+    malformed (or more than :data:`_MAX_NODES` nodes)."""
+    counts: list[int] = []
+    for part in text.strip().split(",")[:_MAX_NODES]:
+        count, _, times = part.strip().partition("(x")
+        try:
+            n, repeat = int(count), int(times.rstrip(")")) if times else 1
+        except ValueError:
+            return None
+        if n < 1 or repeat < 1 or len(counts) + repeat > _MAX_NODES:
+            return None
+        counts.extend([n] * repeat)
+    return counts or None
+
+
+def _local_size_hint(
+    source: str, env: Mapping[str, str], world: int, node: int | None
+) -> int | None:
+    """The local size where the launcher's variable for it is missing, from what else it
+    sets: this node's entry of the per-node task list, else the world over the node count
+    (rounded up). The same answer on every rank of a homogeneous job, so every rank takes
+    the same single-node or several-node path (comm's backend rules). None: no hint."""
+    lists, node_counts = _LOCAL_HINTS.get(source, ((), ()))
+    for name in lists:
+        counts = _tasks_per_node(env.get(name) or "")
+        if counts is not None:
+            if len(counts) == 1:
+                return min(counts[0], world)
+            if node is not None and node < len(counts):
+                return min(counts[node], world)
+            return min(max(counts), world)
+    nodes = _int(env, *node_counts)
+    return -(-world // nodes) if nodes else None
+
+
 def local_from_env(env: Mapping[str, str]) -> tuple[int | None, int | None]:
     """A launcher's local rank and local size where it gives no global rank (vLLM's
     workers set ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` alone); torch.distributed gives
@@ -132,6 +182,8 @@ def rank_from_env(env: Mapping[str, str], host: str = "") -> RankInfo | None:
         local_world = _int(env, *lws)
         node = _int(env, *nr)
         world = world if world and world > rank else rank + 1
+        if not local_world:
+            local_world = _local_size_hint(source, env, world, node)
         if local_rank is None:
             local_rank = rank % local_world if local_world else rank
         if not local_world:

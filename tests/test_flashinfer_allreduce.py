@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -791,6 +792,29 @@ class TestSettings:
         assert 2 == FiArWorkspaces(FakeFactory(), backend="auto").nodes()
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
         assert 1 == FiArWorkspaces(FakeFactory(), backend="auto").nodes()
+
+    @pytest.mark.parametrize("rank", range(8))
+    def test_every_rank_of_srun_takes_the_same_path(
+        self, monkeypatch: pytest.MonkeyPatch, rank: int, captured: list[dict[str, Any]]
+    ) -> None:
+        """srun -N2 -n8 (no --ntasks-per-node: SLURM_NTASKS_PER_NODE unset): every rank
+        skips trtllm (several nodes). Node 0's ranks counted one node and tried trtllm,
+        a collective creation the other node's ranks never joined."""
+        launcher = ("SLURM_", "RANK", "LOCAL_", "WORLD_SIZE", "OMPI_", "GROUP_")
+        for name in [n for n in os.environ if n.startswith(launcher)]:
+            monkeypatch.delenv(name)
+        env = {"SLURM_PROCID": rank, "SLURM_LOCALID": rank % 4, "SLURM_NODEID": rank // 4,
+               "SLURM_NTASKS": 8, "SLURM_TASKS_PER_NODE": "4(x2)", "SLURM_NNODES": 2}  # fmt: skip
+        for name, value in env.items():
+            monkeypatch.setenv(name, str(value))
+        m, factory = manager({"mnnvl": RuntimeError(MULTICAST)}, nodes=None)
+        assert m.get_fi_ar_workspace(*ARGS) is None
+        assert ["mnnvl"] == factory.backends
+        (terminal,) = [e for e in captured if e["event"] == "workspace_terminal_failure"]
+        assert (["trtllm"], ["multi_node"]) == (
+            terminal["backends_skipped"],
+            terminal["skip_reasons"],
+        )
 
 
 class TestClassifier:

@@ -374,3 +374,83 @@ def test_inconsistent_launcher_env_gives_a_consistent_rank(
     assert 0 <= info.rank < info.world_size, (env, info)
     assert 0 <= info.local_rank < info.local_world_size <= info.world_size, (env, info)
     assert 0 <= info.node_rank, (env, info)
+
+
+def _compressed(counts: list[int]) -> str:
+    """SLURM's form of a per-node task list: [4, 4, 3] is "4(x2),3"."""
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(str(counts[i]) + (f"(x{j - i})" if j - i > 1 else ""))
+        i = j
+    return ",".join(parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.one_of(
+        st.tuples(st.integers(1, 8), st.integers(1, 6)).map(lambda t: [t[0]] * t[1]),
+        st.lists(st.integers(1, 8), min_size=1, max_size=6),
+    ),
+    variable=st.sampled_from(["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "both"]),
+    with_node_id=st.booleans(),
+)
+def test_srun_without_ntasks_per_node(counts: list[int], variable: str, with_node_id: bool) -> None:
+    """srun -N<n> -n<N> without --ntasks-per-node sets no SLURM_NTASKS_PER_NODE, only the
+    per-node task list: every rank gets its node's local size, so all ranks agree on one
+    node or several (comm skips trtllm on several). Node 0's ranks took the whole world
+    as their node (single node) while the other nodes' ranks saw several: the backend
+    rules split the job, and a collective creation waited on ranks that never came."""
+    world = sum(counts)
+    text = _compressed(counts)
+    rank = 0
+    for node, count in enumerate(counts):
+        for local in range(count):
+            env = {
+                "SLURM_PROCID": str(rank),
+                "SLURM_LOCALID": str(local),
+                "SLURM_NTASKS": str(world),
+            }
+            if with_node_id:
+                env["SLURM_NODEID"] = str(node)
+            if variable in ("SLURM_STEP_TASKS_PER_NODE", "both"):
+                env["SLURM_STEP_TASKS_PER_NODE"] = text
+            if variable in ("SLURM_TASKS_PER_NODE", "both"):
+                env["SLURM_TASKS_PER_NODE"] = text if variable != "both" else "99"
+            info = rank_from_env(env)
+            assert info is not None
+            several = -(-info.world_size // info.local_world_size) > 1
+            assert (len(counts) > 1) == several, (env, info)
+            assert (rank, local, world) == (info.rank, info.local_rank, info.world_size)
+            if with_node_id or len(set(counts)) == 1:
+                assert (node, count) == (info.node_rank, info.local_world_size), (env, info)
+            rank += 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(per_node=st.integers(1, 8), nodes=st.integers(1, 6), with_group_rank=st.booleans())
+def test_torchrun_names_without_local_world_size(
+    per_node: int, nodes: int, with_group_rank: bool
+) -> None:
+    """RANK/LOCAL_RANK/WORLD_SIZE and GROUP_WORLD_SIZE (the node count torchrun sets) but
+    no LOCAL_WORLD_SIZE: the local size is the world over the nodes on every rank."""
+    world = per_node * nodes
+    for rank in range(world):
+        env = {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank % per_node),
+            "WORLD_SIZE": str(world),
+            "GROUP_WORLD_SIZE": str(nodes),
+        }
+        if with_group_rank:
+            env["GROUP_RANK"] = str(rank // per_node)
+        info = rank_from_env(env)
+        assert info is not None
+        assert (rank % per_node, per_node, rank // per_node) == (
+            info.local_rank,
+            info.local_world_size,
+            info.node_rank,
+        ), env
