@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -107,6 +108,20 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _log_dir_problem(path: str) -> str | None:
+    """Why ``path`` cannot hold the run's logs and reports, or None (it is created when
+    missing). Checked before any rank starts: a --log-dir that is a file, under one, too
+    long or not writable is bad usage (exit 2, one line), not a traceback."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        return f"{path!r} is not a folder the probe can write ({why})"
+    return None
+
+
 def _backend_from_env() -> tuple[str, str]:
     """The backend comm would use from the environment, and where it came from."""
     for name in ("COMM_FI_AR_BACKEND", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"):
@@ -134,6 +149,9 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
         opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
         if opts.world_size % opts.nodes:
             parser.error(f"--world-size {opts.world_size} is not a multiple of --nodes")
+        problem = _log_dir_problem(opts.log_dir) if opts.log_dir else None
+        if problem is not None:
+            parser.error(f"argument --log-dir: {problem}")
         backend, backend_from = opts.backend, "--backend"
         if backend is None:
             backend, backend_from = _backend_from_env()

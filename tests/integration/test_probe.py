@@ -190,6 +190,34 @@ class TestUsage:
         assert 2 == probe.main(argv)
         assert message in capsys.readouterr().err
 
+    @pytest.mark.parametrize(
+        "where",
+        ["a file", "under a file", "under /proc", "a long name", "read-only"],
+    )
+    def test_an_unusable_log_dir_is_bad_usage(self, tmp_path: Path, where: str) -> None:
+        """--log-dir that cannot hold the run (a file, a path under one, /proc, a name
+        too long, a folder it cannot write) exits 2 with one error line naming --log-dir,
+        before any rank starts; it was a traceback and exit 1."""
+        (tmp_path / "f").write_text("x")
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        path = {
+            "a file": str(tmp_path / "f"),
+            "under a file": str(tmp_path / "f" / "run"),
+            "under /proc": "/proc/comm-probe-test/run",
+            "a long name": str(tmp_path / ("x" * 300)),
+            "read-only": str(ro / "run") if os.geteuid() else "/proc/sys/comm-probe",
+        }[where]
+        done = subprocess.run(
+            [sys.executable, "-m", "comm", "probe", "--world-size", "1", "--log-dir", path],
+            capture_output=True, text=True, timeout=120, check=False, cwd=str(ROOT),
+        )  # fmt: skip
+        errors = [line for line in done.stderr.splitlines() if "error:" in line]
+        assert (2, 1) == (done.returncode, len(errors)), done.stderr
+        assert "--log-dir" in errors[0]
+        assert "Traceback" not in done.stderr
+        assert "[probe]" not in done.stderr  # nothing started
+
     def test_module_entry_usage(self) -> None:
         """`python -m comm` without a command prints usage and exits 2; `--help` exits 0."""
         bare = subprocess.run([sys.executable, "-m", "comm"], capture_output=True, text=True,
