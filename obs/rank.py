@@ -3,7 +3,8 @@
 Sources, first that answers wins: an initialized ``torch.distributed`` (consulted only
 when torch is already imported), torchrun env, SLURM env, Open MPI env, else a single
 process. A missing local size is taken from the launcher's per-node task list or node
-count (SLURM without ``--ntasks-per-node``), the same on every rank.
+count (SLURM without ``--ntasks-per-node``), else from another launcher's variables around
+the job, else the whole world is one node: the same answer on every rank.
 :class:`RankResolver` re-evaluates when the answer can change (process group initialized
 or destroyed, fork) and is a few attribute reads otherwise.
 """
@@ -158,6 +159,27 @@ def _local_size_hint(
     return -(-world // nodes) if nodes else None
 
 
+def _around(source: str, env: Mapping[str, str], world: int, node: int | None) -> int | None:
+    """The local size from another launcher's variables around the job (a script that
+    exports ``RANK=$SLURM_PROCID``, ``LOCAL_RANK=$SLURM_LOCALID``): its local size or task
+    list where its world size is ours, its node count in any case. None: none says."""
+    for name, _, _, ws, lws, nr in _SOURCES:
+        if name == source:
+            continue
+        if _int(env, *ws) == world:
+            size = _int(env, *lws)
+            if size:
+                return min(size, world)
+            at = node if node is not None else _int(env, *nr)
+            hint = _local_size_hint(name, env, world, at)
+        else:  # another layer's tasks (one per node, say): only its node count holds
+            nodes = _int(env, *_LOCAL_HINTS.get(name, ((), ()))[1])
+            hint = -(-world // nodes) if nodes else None
+        if hint:
+            return hint
+    return None
+
+
 def local_from_env(env: Mapping[str, str]) -> tuple[int | None, int | None]:
     """A launcher's local rank and local size where it gives no global rank (vLLM's
     workers set ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` alone); torch.distributed gives
@@ -183,11 +205,16 @@ def rank_from_env(env: Mapping[str, str], host: str = "") -> RankInfo | None:
         node = _int(env, *nr)
         world = world if world and world > rank else rank + 1
         if not local_world:
-            local_world = _local_size_hint(source, env, world, node)
-        if local_rank is None:
-            local_rank = rank % local_world if local_world else rank
+            local_world = _local_size_hint(source, env, world, node) or _around(
+                source, env, world, node
+            )
         if not local_world:
-            local_world = world if node in (None, 0) and local_rank == rank else local_rank + 1
+            # No launcher says: the whole world is one node, on every rank alike (a guess
+            # from this rank's LOCAL_RANK would differ between ranks, and so would comm's
+            # backend path).
+            local_world = world
+        if local_rank is None:
+            local_rank = rank % local_world
         # Inconsistent variables (LOCAL_RANK >= LOCAL_WORLD_SIZE, a local size above the
         # world size) are made consistent, so every node has a local rank 0.
         local_world = min(local_world, world)

@@ -454,3 +454,65 @@ def test_torchrun_names_without_local_world_size(
             info.local_world_size,
             info.node_rank,
         ), env
+
+
+_OTHER_LAUNCHER = st.sampled_from(
+    [
+        "none",
+        "SLURM_NTASKS_PER_NODE",
+        "SLURM_STEP_TASKS_PER_NODE",
+        "SLURM_NNODES",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ]
+)
+
+
+def _other_launcher_env(kind: str, per_node: int, nodes: int) -> dict[str, str]:
+    """What another launcher around the job sets that gives the local size away."""
+    world = str(per_node * nodes)
+    if kind == "SLURM_NTASKS_PER_NODE":
+        return {"SLURM_NTASKS": world, "SLURM_NTASKS_PER_NODE": str(per_node)}
+    if kind == "SLURM_STEP_TASKS_PER_NODE":
+        return {"SLURM_NTASKS": world, "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x{nodes})"}
+    if kind == "SLURM_NNODES":
+        return {"SLURM_NNODES": str(nodes)}
+    if kind == "OMPI_COMM_WORLD_LOCAL_SIZE":
+        return {"OMPI_COMM_WORLD_SIZE": world, "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node)}
+    return {}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    per_node=st.integers(1, 8),
+    nodes=st.integers(1, 6),
+    with_group_rank=st.booleans(),
+    other=_OTHER_LAUNCHER,
+)
+def test_every_rank_agrees_on_the_nodes_without_local_world_size(
+    per_node: int, nodes: int, with_group_rank: bool, other: str
+) -> None:
+    """RANK/LOCAL_RANK/WORLD_SIZE exported by a job script (RANK=$SLURM_PROCID, ...) with no
+    LOCAL_WORLD_SIZE: every rank takes the same node count, so comm's backend rules send
+    every rank down the same path; where another launcher's variables around the job give
+    the local size (SLURM's, Open MPI's), it is that. Each rank guessed its own: rank 0 one
+    node, rank 5 (LOCAL_RANK=1) LOCAL_RANK + 1 = 2 per node, so node 0 tried trtllm and
+    waited in a collective the other nodes' ranks never joined."""
+    world = per_node * nodes
+    around = _other_launcher_env(other, per_node, nodes)
+    counts = set()
+    for rank in range(world):
+        env = {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank % per_node),
+            "WORLD_SIZE": str(world),
+            **around,
+        }
+        if with_group_rank:
+            env["GROUP_RANK"] = str(rank // per_node)
+        info = rank_from_env(env)
+        assert info is not None
+        assert (rank, rank % per_node, world) == (info.rank, info.local_rank, info.world_size)
+        counts.add(-(-info.world_size // info.local_world_size))
+        if other != "none":
+            assert (per_node, rank // per_node) == (info.local_world_size, info.node_rank), env
+    assert 1 == len(counts), (per_node, nodes, other, counts)
