@@ -18,6 +18,7 @@ OUR_FILES = frozenset(
     {
         "__init__.py",
         "__main__.py",
+        "_classify.py",
         "_packaging.py",
         "flashinfer_allreduce.py",
         "vllm_fi_ar.py",

@@ -65,6 +65,7 @@ from typing import (
     runtime_checkable,
 )
 
+from comm._classify import REASONS, SKIP_MULTI_NODE, classify_workspace_error, terminal_hint
 from comm.events import (
     WorkspaceAttempt,
     WorkspaceAttemptFailed,
@@ -73,10 +74,16 @@ from comm.events import (
     WorkspaceInitialized,
     WorkspaceTerminalFailure,
 )
-from obs.encode import error_text
+from obs.encode import error_text, scrubbed_text
 from obs.errors import ConfigError
 from obs.events import emit
-from obs.fallback import INTERRUPTED, ChainEvents, FallbackResult, FallbackRunner, Stage
+from obs.fallback import (
+    ChainEvents,
+    FallbackResult,
+    FallbackRunner,
+    Stage,
+    error_type,
+)
 from obs.rank import RankResolver
 from obs.stdlib import adopt_loggers
 
@@ -95,19 +102,6 @@ LOGGER_NAME = "comm.flashinfer_allreduce"
 BACKENDS: tuple[Backend, ...] = ("auto", "mnnvl", "trtllm")
 #: Read in this order; the first one set wins (the vLLM name is honoured for drop-in use).
 BACKEND_VARIABLES = ("COMM_FI_AR_BACKEND", "VLLM_FLASHINFER_ALLREDUCE_BACKEND")
-#: Every failure reason a workspace attempt can be classified as.
-REASONS = (
-    "flashinfer_missing",
-    "dist_not_initialized",
-    "no_cuda",
-    "no_multicast",
-    "unsupported_world_size",
-    "unknown_backend",
-    "error",
-    INTERRUPTED,
-)
-#: Reason of a stage the backend rules skip (trtllm on several nodes).
-SKIP_MULTI_NODE = "multi_node"
 
 WORKSPACE_EVENTS = ChainEvents(
     attempt=WorkspaceAttempt,
@@ -149,79 +143,6 @@ def _backend(name: str, raw: object) -> Backend:
     if text not in BACKENDS:
         raise ConfigError(name, raw, "one of " + ", ".join(BACKENDS))
     return text
-
-
-# --- failure classification ---------------------------------------------------------------
-
-_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "dist_not_initialized",
-        (
-            "torch.distributed is not initialized",
-            "default process group has not been initialized",
-            "process group has not been initialized",
-        ),
-    ),
-    (
-        "no_cuda",
-        (
-            "not compiled with cuda",
-            "no cuda gpus are available",
-            "found no nvidia driver",
-            "cuda driver initialization failed",
-            "cuda is not available",
-        ),
-    ),
-    ("no_multicast", ("multicast",)),
-    ("unknown_backend", ("unknown backend",)),
-    (
-        "unsupported_world_size",
-        ("tp_size must be", "world_size must be", "unsupported world size", "world size"),
-    ),
-)
-
-
-def classify_workspace_error(exc: BaseException) -> str:
-    """Map a creation failure to one of :data:`REASONS` (messages of flashinfer 0.7.4)."""
-    if isinstance(exc, ImportError):
-        return "flashinfer_missing"
-    try:
-        text = str(exc).lower()
-    except Exception:
-        return "error"
-    for reason, needles in _PATTERNS:
-        if any(n in text for n in needles):
-            return reason
-    return "error"
-
-
-_HINTS = {
-    "flashinfer_missing": "install flashinfer-python (pip install flashinfer-python)",
-    "dist_not_initialized": "call torch.distributed.init_process_group() before creating "
-    "the workspace",
-    "no_cuda": "FlashInfer allreduce fusion needs NVIDIA GPUs with CUDA; disable the "
-    "allreduce fusion pass on this host",
-    "no_multicast": "mnnvl needs NVLink multicast (NVSwitch or MNNVL); on a single node "
-    "use COMM_FI_AR_BACKEND=auto or trtllm",
-    "unsupported_world_size": "the backend does not support this world size",
-    "unknown_backend": "the installed flashinfer does not know this backend; check "
-    "COMM_FI_AR_BACKEND and the flashinfer version",
-    SKIP_MULTI_NODE: "trtllm works within one node only; several nodes need mnnvl "
-    "(NVLink multicast)",
-    INTERRUPTED: "creation was interrupted (KeyboardInterrupt, SystemExit, a cancellation); "
-    "nothing is cached: the next call tries again",
-    "error": "see error_type and error_message, and this rank's workspace_attempt_failed",
-}
-
-
-def terminal_hint(result: FallbackResult[Any]) -> str:
-    """What to do about a terminal failure, from its reasons (each hint once)."""
-    hints: list[str] = []
-    for attempt in result.attempts:
-        hint = _HINTS.get(attempt.reason or "", _HINTS["error"])
-        if hint not in hints:
-            hints.append(hint)
-    return "; ".join(hints)
 
 
 # --- the factory seam ---------------------------------------------------------------------
@@ -507,9 +428,11 @@ class FiArWorkspaces:
             self._results.clear()
             if self._publish is not None:
                 self._publish(self)
-            self._destroy_one("fi_ar", primary)
-            if quant is not primary:
-                self._destroy_one("fi_ar_quant", quant)
+            try:  # the other is released even when the first one's destroy() interrupts
+                self._destroy_one("fi_ar", primary)
+            finally:
+                if quant is not primary:
+                    self._destroy_one("fi_ar_quant", quant)
 
     # -- internals -------------------------------------------------------------------
 
@@ -583,18 +506,24 @@ class FiArWorkspaces:
         raise WorkspaceUnavailableError(result)
 
     def _destroy_one(self, chain: str, ws: Workspace | None) -> None:
+        """Destroy ``ws``; a failure is reported (an interruption then propagates)."""
         if ws is None:
             return
         try:
             ws.destroy()
-        except Exception as exc:
-            emit(
-                WorkspaceDestroyFailed(
-                    chain, str(getattr(ws, "backend", "?")), type(exc).__name__, error_text(exc)
-                ),
-                logger=LOGGER_NAME,
-                scope="process",
-            )
+        except BaseException as exc:
+            event = WorkspaceDestroyFailed(chain, _backend_of(ws), error_type(exc), error_text(exc))
+            emit(event, logger=LOGGER_NAME, scope="process")
+            if not isinstance(exc, Exception):
+                raise
+
+
+def _backend_of(ws: Workspace) -> str:
+    """``ws.backend`` as text for a report; "?" where reading it fails."""
+    try:
+        return scrubbed_text(str(ws.backend), 100)
+    except Exception:
+        return "?"
 
 
 def _never() -> Workspace:

@@ -266,8 +266,8 @@ def error_text(exc: BaseException, limit: int = 2000) -> str:
     raises, scrubbed as all exception text is (secret pairs too), then cut to ``limit``."""
     try:
         text = str(exc)
-    except BaseException:
-        return f"<unprintable {type(exc).__name__}>"
+    except BaseException:  # the class's own name: a metaclass property cannot shadow it
+        text = f"<unprintable {type.__dict__['__name__'].__get__(type(exc))}>"
     return scrubbed_text(text, limit)
 
 

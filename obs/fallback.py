@@ -28,6 +28,7 @@ __all__ = [
     "FallbackRunner",
     "Stage",
     "classify_default",
+    "error_type",
 ]
 
 import dataclasses
@@ -36,7 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from obs import events as _events
-from obs.encode import error_text
+from obs.encode import error_text, scrubbed_text
 from obs.events import (
     ChainAttempt,
     ChainAttemptFailed,
@@ -59,6 +60,21 @@ class Emitter(Protocol):
     """What the runner calls to emit an event (``obs.events.emit`` by default)."""
 
     def __call__(self, event: Event, /, *, logger: str | None = None, **control: Any) -> None: ...
+
+
+#: The class's own ``__name__`` slot: a metaclass property of that name cannot shadow it.
+_TYPE_NAME = type.__dict__["__name__"]
+
+
+def error_type(exc: BaseException) -> str:
+    """An exception's type name as obs writes it (``error_type``, ``last_error_type``, in
+    comm's errors): the class's own name, so a metaclass cannot make reading it raise or
+    give something other than text; scrubbed (a class generated with a pair in its name)
+    and cut to 200 characters. Never raises."""
+    try:
+        return scrubbed_text(_TYPE_NAME.__get__(type(exc)), 200)
+    except Exception:
+        return "BaseException"
 
 
 def classify_default(exc: BaseException) -> str:
@@ -268,11 +284,11 @@ class FallbackRunner:
     ) -> None:
         """Record and report one failed attempt."""
         took = _ms(t0)
-        error_type, error_message = type(exc).__name__, _message(exc)
-        attempts.append(Attempt(stage.backend, reason, error_type, error_message, took))
+        kind, error_message = error_type(exc), _message(exc)
+        attempts.append(Attempt(stage.backend, reason, kind, error_message, took))
         self._send(
             self._events.attempt_failed(
-                self.chain, stage.backend, tried, reason, error_type, error_message, took
+                self.chain, stage.backend, tried, reason, kind, error_message, took
             ),
             extra_control,
             failure=True,
@@ -297,7 +313,7 @@ class FallbackRunner:
             try:
                 hint = self._hint(result)
             except Exception as exc:
-                hint = f"(hint failed: {type(exc).__name__})"
+                hint = f"(hint failed: {error_type(exc)})"
         return self._events.terminal_failure(
             self.chain,
             tuple(a.backend for a in result.tried),
