@@ -94,7 +94,13 @@ def launch(
             reports[rank] = report
     missing = tuple(r for r in range(spec.world_size) if r not in reports)
     return ProbeResult(
-        spec, reports, missing, mode, timed_out, round(time.monotonic() - started, 3)
+        spec,
+        reports,
+        missing,
+        mode,
+        timed_out,
+        round(time.monotonic() - started, 3),
+        dict(collector.exits),
     )
 
 
@@ -124,12 +130,14 @@ def new_run_dir(base: str | None = None, keep: int = KEEP_RUNS) -> str:
 class _Collector:
     """Reads the JSON-line messages of the launcher and ranks off the pipe."""
 
-    __slots__ = ("done", "mode", "on_message", "timed_out")
+    __slots__ = ("done", "exits", "mode", "on_message", "timed_out")
 
     def __init__(self, on_message: Callable[[Mapping[str, Any]], None] | None) -> None:
         self.on_message = on_message
         self.mode = "?"
         self.done: set[int] = set()
+        #: rank -> exit status, as the launcher saw each rank end.
+        self.exits: dict[int, int] = {}
         self.timed_out = False
 
     def read(self, pipe: IO[bytes], deadline: float) -> bool:
@@ -159,6 +167,8 @@ class _Collector:
             self.mode = str(message.get("mode"))
         if message.get("kind") == "done":
             self.done.add(int(message["rank"]))
+        if message.get("kind") == "exited" and int(message.get("rank", -1)) >= 0:
+            self.exits[int(message["rank"])] = int(message.get("code", 0))
         if self.on_message is not None:
             self.on_message(message)
 

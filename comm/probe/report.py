@@ -5,6 +5,7 @@ whole run as one JSON document."""
 from __future__ import annotations
 
 __all__ = [
+    "ended",
     "expected_terminal",
     "failure_causes",
     "format_ranks",
@@ -22,6 +23,7 @@ __all__ = [
 import dataclasses
 import os
 import re
+import signal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -178,14 +180,30 @@ def failure_causes(result: ProbeResult) -> list[str]:
         causes: dict[str, list[int]] = {}
         for rank in result.missing:
             cause = last_exception(os.path.join(log_dir, f"rank-{rank}.log"))
+            status = result.exits.get(rank)
+            if status is not None:  # it ended on its own: how, not "timed out"
+                cause = f"{cause} ({ended(status)})" if cause else ended(status)
             if cause is None:
                 cause = last_exception(os.path.join(log_dir, "launcher.log"))
                 cause = f"launcher: {cause}" if cause else None
             if cause is None and result.timed_out:
                 cause = f"timed out after {result.spec.timeout:g} s"
             causes.setdefault(cause or "no cause in the logs", []).append(rank)
-        lines += [f"ranks {format_ranks(r)}: {c}" for c, r in causes.items()]
+        lines += [
+            f"rank{'s' if len(r) > 1 else ''} {format_ranks(r)}: {c}" for c, r in causes.items()
+        ]
     return lines
+
+
+def ended(status: int) -> str:
+    """How a rank ended, in words, from its exit status (``-N``: signal N)."""
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"killed by {name} before it reported"
+    return f"exited with status {status} before it reported"
 
 
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit))(: .*)?$")
@@ -274,6 +292,7 @@ def result_json(result: ProbeResult, receiver: Any = None) -> dict[str, Any]:
         "duration_s": result.duration_s,
         "reports": {str(r): dataclasses.asdict(rep) for r, rep in result.reports.items()},
         "missing": list(result.missing),
+        "exits": {str(r): code for r, code in sorted(result.exits.items())},
         "timed_out": result.timed_out,
         "undelivered": list(result.undelivered),
         "causes": failure_causes(result),

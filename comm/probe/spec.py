@@ -119,6 +119,9 @@ class ProbeResult:
     mode: str
     timed_out: bool
     duration_s: float
+    #: How each rank that ended before the run did ended, by rank: its exit status as
+    #: ``os.waitstatus_to_exitcode`` gives it (``-9``: killed by SIGKILL).
+    exits: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def undelivered(self) -> tuple[int, ...]:
