@@ -37,6 +37,7 @@ from obs._fields import new_event_dict, user_fields
 from obs._format import format_body, plain_text, safe_text
 from obs.encode import MAX_KEY, MAX_STR, safe_repr, scrubbed_text
 from obs.settings import DEFAULT_ADOPT_LOGGERS
+from obs.severity import ALERT_LEVEL
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict
@@ -168,8 +169,8 @@ def install_bridge(
     root.addHandler(handler)  # first, so no record meanwhile falls to logging.lastResort
     for console in consoles:
         root.removeHandler(console)
-    if not keep_root_level:
-        root.setLevel(level)
+    if not keep_root_level:  # an alert stage's record passes (obs filters the rest itself)
+        root.setLevel(min(level, ALERT_LEVEL))
     holder.bridge = handler
     adopt_consoles(handler, adopt)
     return handler

@@ -182,9 +182,9 @@ class Runtime:
     # -- the hot paths ---------------------------------------------------------------
 
     def effective_level(self, level: int, stage: object) -> int:
-        """The level a call at ``level`` with ``stage`` is logged at: the stage decides."""
+        """The level a call with ``stage`` is filtered at: the stage's (an alert's: passes)."""
         rule = self.policy.rule(stage)  # any spelling of a stage; never raises
-        return rule.level if rule is not None else level
+        return level if rule is None else max(rule.level, self.level) if rule.alert else rule.level
 
     def _entry(  # noqa: PLR0917 - the hot path passes positionally
         self,

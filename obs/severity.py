@@ -8,6 +8,7 @@ every record carries ``stage`` and ``outcome`` so alerts never depend on the lev
 from __future__ import annotations
 
 __all__ = [
+    "ALERT_LEVEL",
     "DEFAULT_POLICY",
     "LEVEL_NAMES",
     "METHOD_LEVELS",
@@ -44,10 +45,13 @@ METHOD_LEVELS = LEVEL_BY_METHOD
 
 @dataclasses.dataclass(frozen=True)
 class StageRule:
-    """The level and outcome a stage implies."""
+    """The level and outcome a stage implies. ``alert``: alerts key on the stage's records
+    (a terminal failure), so no configured level filters them out; they are still written
+    at ``level``."""
 
     level: int
     outcome: str
+    alert: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,10 +106,13 @@ DEFAULT_POLICY = StagePolicy(
         "attempt_failed": StageRule(logging.WARNING, "failure"),
         "fallback": StageRule(logging.WARNING, "degraded"),
         "initialized": StageRule(logging.INFO, "success"),
-        "terminal_failure": StageRule(logging.ERROR, "failure"),
+        "terminal_failure": StageRule(logging.ERROR, "failure", alert=True),
     }
 )
 
+#: The lowest level of an alert stage's records: the stdlib root logger never filters
+#: below it, so a library's terminal failure reaches obs whatever ``OBS_LEVEL`` says.
+ALERT_LEVEL = min(r.level for r in DEFAULT_POLICY.rules.values() if r.alert)
 
 #: Longer text is never taken for a stage's spelling (keeps :meth:`StagePolicy.canonical`
 #: bounded whatever a caller passes).

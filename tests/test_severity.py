@@ -37,8 +37,10 @@ class TestDefaultPolicy:
     def test_stage_table(
         self, stage: str, level: int, text: str, number: int, outcome: str
     ) -> None:
-        """Each stage has the DESIGN.md level and outcome."""
-        assert StageRule(level, outcome) == DEFAULT_POLICY.rule(stage)
+        """Each stage has the DESIGN.md level and outcome; the terminal failure alerts (no
+        configured level filters it out)."""
+        alert = stage == "terminal_failure"
+        assert StageRule(level, outcome, alert=alert) == DEFAULT_POLICY.rule(stage)
 
     @pytest.mark.parametrize(("stage", "level", "text", "number", "outcome"), STAGES)
     def test_debug_call_is_tagged_at_stage_level(
