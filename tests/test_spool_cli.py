@@ -6,30 +6,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
+
+from _spooled import spooled_doc
 
 from obs._receiver import OTLPReceiver
 from obs._spool import Spool
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _doc(service: str, i: int) -> dict[str, Any]:
-    now = time.time_ns()
-    return {
-        "v": 1,
-        "cls": 3,
-        "ts": now,
-        "ots": now,
-        "sn": 17,
-        "st": "ERROR",
-        "body": f"spooled {i}",
-        "name": "spooled_error",
-        "attrs": {"i": i},
-        "res": {"service.name": service, "host.name": "node-7", "rank": 2},
-    }
 
 
 def obs_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -49,7 +33,7 @@ class TestSpoolCommand:
         original resource and empties the spool; purge deletes what is left."""
         directory = tmp_path / "spool"
         spool = Spool(str(directory), 1 << 20)
-        spool.append([_doc("trainer", i) for i in range(3)] + [_doc("server", 9)])
+        spool.append([spooled_doc(i, "trainer") for i in range(3)] + [spooled_doc(9, "server")])
         listed = obs_cli("list", "--dir", str(directory))
         assert 0 == listed.returncode, listed.stderr
         assert "server: 1 records" in listed.stdout
@@ -63,7 +47,7 @@ class TestSpoolCommand:
         )
         assert {("node-7", 2)} == {(r["resource"]["host.name"], r["resource"]["rank"]) for r in got}
         assert not spool.pending()
-        spool.append([_doc("trainer", 5)])
+        spool.append([spooled_doc(5, "trainer")])
         purged = obs_cli("purge", "--dir", str(directory))
         assert 0 == purged.returncode, purged.stderr
         assert not spool.pending()
@@ -87,7 +71,7 @@ class TestReplayErrorsAreSafe:
     def test_bad_endpoint_is_a_usage_error(self, tmp_path: Path) -> None:
         """A ConfigError (a bad scheme or port; a password in it) exits 2 with one line."""
         directory = tmp_path / "spool"
-        Spool(str(directory), 1 << 20).append([_doc("svc", 0)])
+        Spool(str(directory), 1 << 20).append([spooled_doc(0, "svc")])
         for endpoint in (
             f"grpc://u:{self.SECRET}@h",
             f"ftp://u:{self.SECRET}@127.0.0.1:4317",
@@ -102,7 +86,7 @@ class TestReplayErrorsAreSafe:
         """The OTel SDK's and urllib3's own warnings about a closed port quote the URL (a
         query token too): the replay process writes them scrubbed."""
         directory = tmp_path / "spool"
-        Spool(str(directory), 1 << 20).append([_doc("svc", 0)])
+        Spool(str(directory), 1 << 20).append([spooled_doc(0, "svc")])
         with socket.socket() as closed:
             closed.bind(("127.0.0.1", 0))
             port = closed.getsockname()[1]

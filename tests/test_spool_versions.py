@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _spooled import spooled_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,22 +24,6 @@ from obs._receiver import OTLPReceiver
 from obs._spool import Spool
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _doc(i: int, v: object = 1) -> dict[str, Any]:
-    now = time.time_ns()
-    return {
-        "v": v,
-        "cls": 3,
-        "ts": now,
-        "ots": now,
-        "sn": 17,
-        "st": "ERROR",
-        "body": f"spooled {i}",
-        "name": "spooled_error",
-        "attrs": {"i": i},
-        "res": {"service.name": "trainer", "host.name": "node-7", "rank": 2},
-    }
 
 
 #: "v" values another format version may write (1.0 and true are not this version's 1).
@@ -77,7 +62,7 @@ def test_other_versions_are_kept_not_replayed(
     once, byte for byte, in spool.other.jsonl and counted."""
     with tempfile.TemporaryDirectory() as tmp:
         spool = Spool(tmp, 1 << 22)
-        docs = [_doc(i) if v is None else _doc(i, v) for i, v in enumerate(kinds)]
+        docs = [spooled_doc(i) if v is None else spooled_doc(i, v=v) for i, v in enumerate(kinds)]
         assert len(docs) == spool.append(docs)
         raw = Path(tmp, "spool.jsonl").read_bytes().splitlines(keepends=True)
         export = Flaky(list(answers))
@@ -111,8 +96,8 @@ def test_the_worker_replays_v1_only_and_reports_the_rest(tmp_path: Path) -> None
 
     directory = tmp_path / "spool"
     spool = Spool(str(directory), 1 << 20)
-    newer = {**_doc(99, 2), "body": {"parts": ["a", "b"]}, "name": "from_the_future"}
-    spool.append([_doc(0), newer, _doc(1)])
+    newer = {**spooled_doc(99, v=2), "body": {"parts": ["a", "b"]}, "name": "from_the_future"}
+    spool.append([spooled_doc(0), newer, spooled_doc(1)])
     reports: list[tuple[str, str]] = []
 
     def report(event: Any, level: int | None = None, *, body: str | None = None) -> None:
@@ -149,7 +134,7 @@ def test_the_spool_command_lists_and_keeps_them(tmp_path: Path) -> None:
     nothing pending (exit 0); the kept line is still there for the version that wrote
     it."""
     directory = tmp_path / "spool"
-    Spool(str(directory), 1 << 20).append([_doc(0), _doc(7, 3), _doc(1)])
+    Spool(str(directory), 1 << 20).append([spooled_doc(0), spooled_doc(7, v=3), spooled_doc(1)])
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
