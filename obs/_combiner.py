@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
+from obs._sigmask import held
+
 T = TypeVar("T")
 #: Queued lines past which a caller waits for the writer (backpressure on a slow reader).
 #: Large: a writer the GIL preempts mid-write sees 31 other threads queue thousands of
@@ -283,9 +285,10 @@ class Combiner(Generic[T]):
             self._pin = owner()
         if not self._alive.locked():
             try:
-                _thread.start_new_thread(
-                    _write_behind, (weakref.ref(self), self._wake, self._alive)
-                )
+                with held():  # the process's signals are the application's
+                    _thread.start_new_thread(
+                        _write_behind, (weakref.ref(self), self._wake, self._alive)
+                    )
             except Exception:  # no new thread (interpreter shutdown): a flush writes it
                 return False
         _wake_up(self._wake)

@@ -29,6 +29,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 
 from obs._certs import make_self_signed_cert, read_bytes
 from obs._otlp_decode import Record, decode_request, decompress, event_of, parse_json_request
+from obs._sigmask import held
 
 __all__ = ["OTLPReceiver", "make_self_signed_cert"]
 
@@ -280,6 +281,10 @@ class OTLPReceiver:
         self.stop()
 
     def _start_grpc(self) -> None:
+        with held():  # its threads leave the process's signals to the application
+            self._start_grpc_server()
+
+    def _start_grpc_server(self) -> None:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp-receiver-grpc"),
             # No SO_REUSEPORT: binding a port some other server holds must fail, not share it.
@@ -319,7 +324,8 @@ class OTLPReceiver:
             name=f"otlp-receiver-http-{self._http_port}",
             daemon=True,
         )
-        thread.start()
+        with held():
+            thread.start()
         self._http_server = server
         self._http_thread = thread
 

@@ -39,6 +39,7 @@ from opentelemetry.sdk._logs.export import (
     LogRecordExporter,
 )
 
+from obs._sigmask import held
 from obs._spool import Spool, service_dir
 from obs.otel import transport
 from obs.otel.accounting import Report
@@ -196,7 +197,8 @@ class ExportSink:
             method = weak()
             if method is not None:  # on a thread: the interrupted code may hold our lock
                 worker = threading.Thread(target=lambda: quietly(method), daemon=True)
-                worker.start()
+                with held():
+                    worker.start()
                 worker.join(budget + 0.5)
             if callable(previous):
                 previous(signum, frame)

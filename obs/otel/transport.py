@@ -22,6 +22,7 @@ from opentelemetry.sdk._logs.export import (
 )
 
 from obs._otlp_outcome import Outcome, install_grpc_probe, install_http_probe
+from obs._sigmask import held
 from obs.encode import scrub_text
 from obs.errors import ConfigError
 from obs.otel.records import SCOPE
@@ -50,7 +51,12 @@ _GRPC_RECONNECT: Any = (
 
 
 class ExportThread(threading.Thread):
-    """The export thread's class: :func:`in_export_thread` is a type check, not a global."""
+    """The export thread's class: :func:`in_export_thread` is a type check, not a global.
+    It starts with the process's signals blocked: they are the application's."""
+
+    def start(self) -> None:
+        with held():
+            super().start()
 
 
 def in_export_thread() -> bool:
@@ -298,9 +304,15 @@ def _read_pem(path: str | None, field: str) -> bytes | None:
 
 def build_exporter(settings: Settings) -> LogRecordExporter:
     """The SDK exporter the settings ask for (OTLP gRPC/HTTP with TLS, or console).
+    Threads the library starts for it (gRPC's) leave the process's signals alone.
 
     Raises :class:`obs.ConfigError` for unreadable certificate files, at configure time.
     """
+    with held():
+        return _build_exporter(settings)
+
+
+def _build_exporter(settings: Settings) -> LogRecordExporter:
     if settings.logs_exporter == "console":
         return ConsoleLogRecordExporter(out=sys.stdout)
     url = settings.otlp_logs_url
