@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import threading
 import time
 import weakref
@@ -39,13 +38,13 @@ from opentelemetry.sdk._logs.export import (
     LogRecordExporter,
 )
 
-from obs._sigmask import held
 from obs._spool import Spool, service_dir
 from obs.otel import transport
 from obs.otel.accounting import Report
 from obs.otel.records import CLASS_OF_LEVEL, RecordBuilder, class_of, exception_fields
+from obs.otel.sigterm import SigtermHook
 from obs.otel.state import State
-from obs.otel.transport import ExporterTransport, ProviderTransport, Transport, quietly
+from obs.otel.transport import ExporterTransport, ProviderTransport, Transport
 from obs.otel.worker import ExportWorker
 from obs.rank import RankResolver
 from obs.settings import Settings
@@ -115,10 +114,16 @@ class ExportSink:
         )
         weak_fork = weakref.WeakMethod(self._worker.after_fork)
 
+        weak_self = weakref.ref(self)
+
         def after_in_child() -> None:
             method = weak_fork()
             if method is not None:
                 method()
+            sink = weak_self()
+            hook = getattr(sink, "_sigterm", None)
+            if hook is not None:
+                hook.after_fork()
 
         os.register_at_fork(after_in_child=after_in_child)
         weak_exit = weakref.WeakMethod(self.shutdown)
@@ -130,7 +135,7 @@ class ExportSink:
 
         self._atexit = at_exit
         atexit.register(at_exit)
-        self._sigterm: Any = None
+        self._sigterm: SigtermHook | None = None
         if settings.handle_sigterm:
             self._install_sigterm()
         self._worker.start()
@@ -181,43 +186,31 @@ class ExportSink:
         return self._worker.stats()
 
     def _install_sigterm(self) -> None:
-        """``OBS_HANDLE_SIGTERM``: on SIGTERM, shut the sink down within its budget (queued
-        WARNING+ spooled or counted), then chain to the handler that was there before
-        (the default one: die by the signal, as without obs)."""
+        """``OBS_HANDLE_SIGTERM`` (see :mod:`obs.otel.sigterm`); Python sets signal
+        handlers from the main thread only."""
         if threading.current_thread() is not threading.main_thread():
             self._worker.add_note(
                 "otel_sigterm", "NotMainThread", "OBS_HANDLE_SIGTERM needs the main thread"
             )
             return
-        previous = signal.getsignal(signal.SIGTERM)
         weak = weakref.WeakMethod(self.shutdown)
-        budget = self._settings.shutdown_timeout
 
-        def on_sigterm(signum: int, frame: Any) -> None:
+        def shutdown() -> None:
             method = weak()
-            if method is not None:  # on a thread: the interrupted code may hold our lock
-                worker = threading.Thread(target=lambda: quietly(method), daemon=True)
-                with held():
-                    worker.start()
-                worker.join(budget + 0.5)
-            if callable(previous):
-                previous(signum, frame)
-            elif previous != signal.SIG_IGN:
-                signal.signal(signum, signal.SIG_DFL)
-                os.kill(os.getpid(), signum)
+            if method is not None:
+                method()
 
-        signal.signal(signal.SIGTERM, on_sigterm)
-        self._sigterm = (on_sigterm, previous)
+        hook = SigtermHook(shutdown, self._settings.shutdown_timeout)
+        hook.install()
+        self._sigterm = hook
 
     def _restore_sigterm(self) -> None:
         """Put the previous SIGTERM handler back if ours is still the installed one."""
-        if self._sigterm is None or threading.current_thread() is not threading.main_thread():
+        hook = self._sigterm
+        if hook is None or threading.current_thread() is not threading.main_thread():
             return
-        ours, previous = self._sigterm
         self._sigterm = None
-        with contextlib.suppress(Exception):
-            if signal.getsignal(signal.SIGTERM) is ours:
-                signal.signal(signal.SIGTERM, previous)
+        hook.remove()
 
 
 def make_spool(settings: Settings) -> Spool:

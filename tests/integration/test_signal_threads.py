@@ -10,7 +10,8 @@ finding: ``test_otel_exit.py::test_sigterm_flushes_then_chains`` hung its 30 s).
 
 Each child here starts every thread obs has (the OTLP export thread, its write-ahead
 thread, an HTTP request thread or gRPC's own threads stuck on a blackholed collector, the
-console writer thread stuck on a full pipe), then blocks each asynchronous signal in its
+console writer thread stuck on a full pipe, the SIGTERM watcher), then blocks each
+asynchronous signal in its
 main thread and sends it to the process: no thread of obs may take it (it stays pending
 until the main thread unblocks it, and only then does the handler run). Every thread's
 own mask is read from ``/proc`` as well.
@@ -134,7 +135,7 @@ def test_obs_threads_leave_process_signals_to_the_application(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OBS_HANDLE_SIGTERM": "1"},
     )
     try:
         # Read nothing until the report exists: the child's console writer stays blocked.
