@@ -75,10 +75,12 @@ class SigtermHook:
     def after_fork(self) -> None:
         """In a forked child: the pipe is shared with the parent, whose watcher would take
         the child's SIGTERM for its own. Give the child its own pipe and watcher."""
-        if self._pipe is None:
+        pipe = self._pipe
+        if pipe is None:
             return
         with contextlib.suppress(Exception):
             self._unwatch()
+            _close(pipe[0])  # the parent's watcher reads its own copy
             self._watch()
 
     def on_signal(self, signum: int, frame: Any) -> None:
