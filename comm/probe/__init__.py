@@ -16,7 +16,11 @@ Exit status: 0 every rank initialized both workspaces, 3 a terminal failure on a
 4 records were not delivered over OTLP (obs' own counters: sent but not acknowledged), 2
 bad usage, 1 the probe itself failed (a rank crashed or timed out). 4 wins over 3: a
 terminal failure the collector never received is one nobody will be alerted to. Ctrl-C or
-SIGTERM kills the launcher and every rank (their own session) and exits 130 or 143.
+SIGTERM kills the launcher and every rank (their own session) and exits 130 or 143. A
+rank (or the launcher) that ends before reporting stops the run a few seconds later
+(:data:`~comm.probe.launch.DEATH_GRACE_S`), since the ranks waiting for it never finish;
+an OS error setting up the run is one line and exit 1. ``--world-size`` is at most
+:data:`~comm.probe.spec.MAX_WORLD_SIZE`.
 
 The package: :mod:`~comm.probe.spec` (the data), :mod:`~comm.probe.launch` (the parent
 and the launcher), :mod:`~comm.probe.rank` (a rank), :mod:`~comm.probe.report` (tables

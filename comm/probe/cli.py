@@ -30,7 +30,17 @@ from comm.probe.report import (
     summarize_records,
     verdict,
 )
-from comm.probe.spec import DTYPES, EXIT_USAGE, KEEP_RUNS, ProbeResult, ProbeSpec
+from comm.probe.spec import (
+    DTYPES,
+    EXIT_PROBE_FAILED,
+    EXIT_USAGE,
+    KEEP_RUNS,
+    MAX_WORLD_SIZE,
+    ProbeResult,
+    ProbeSpec,
+    SetupError,
+)
+from obs.encode import scrubbed_text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
-        "--world-size", type=_positive, required=True, help="ranks to start on this machine"
+        "--world-size",
+        type=_world_size,
+        required=True,
+        help=f"ranks to start on this machine (at most {MAX_WORLD_SIZE})",
     )
     parser.add_argument(
         "--nodes", type=_positive, default=1, help="simulated nodes (ranks are split evenly)"
@@ -102,9 +115,9 @@ def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{_shown(text)!r} is not a number of seconds") from None
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a positive number of seconds")
     return value
 
 
@@ -134,11 +147,27 @@ def _backend_from_env() -> tuple[str, str]:
 def _positive(text: str) -> int:
     try:
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    except ValueError:  # not a number, or past int()'s digit limit
+        raise argparse.ArgumentTypeError(f"{_shown(text)!r} is not an integer") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not >= 1")
     return value
+
+
+def _world_size(text: str) -> int:
+    """A rank count: every rank is a process on this host, so at most MAX_WORLD_SIZE."""
+    value = _positive(text)
+    if value > MAX_WORLD_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} ranks: at most {MAX_WORLD_SIZE} (each rank is a process on "
+            "this machine)"
+        )
+    return value
+
+
+def _shown(text: str) -> str:
+    """An argument quoted in a usage line: scrubbed and short (it may be anything)."""
+    return scrubbed_text(text, 40)
 
 
 def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
@@ -165,7 +194,10 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
     if embedded:
         from obs.testing import OTLPReceiver  # noqa: PLC0415 - grpc loads only here
 
-        receiver = OTLPReceiver(grpc=False).start()
+        try:
+            receiver = OTLPReceiver(grpc=False).start()
+        except OSError as exc:  # no socket (EMFILE) or no loopback port
+            return _failed(f"cannot start the embedded OTLP receiver: {exc}")
         endpoint = receiver.http_endpoint
     spec = ProbeSpec(
         world_size=opts.world_size,
@@ -197,6 +229,10 @@ def _run(spec: ProbeSpec, opts: argparse.Namespace, receiver: Any, stdout: IO[st
     previous = _on_sigterm(_terminate)
     try:
         result = launch(spec, on_message=None if opts.json else _on_message)
+    except SetupError as exc:  # the run folder, the pipe, the launcher: the OS said no
+        return _failed(str(exc))
+    except OSError as exc:  # anything else the OS refused while running: still one line
+        return _failed(f"the probe failed: {exc}")
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: launch() killed the ranks
         signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
         _progress(f"stopped by {signal.Signals(signum).name}; the launcher and ranks killed")
@@ -294,6 +330,13 @@ def _report_receiver(receiver: Any, result: ProbeResult, stdout: IO[str]) -> Non
         stdout.write("  every rank's workspace_terminal_failure arrived over OTLP\n")
     for rank, chain in lost:
         stdout.write(f"  MISSING: workspace_terminal_failure of rank {rank} ({chain})\n")
+
+
+def _failed(text: str) -> int:
+    """One line saying why the probe could not run; the probe's failure status (1)."""
+    sys.stderr.write(f"python -m comm probe: error: {scrubbed_text(text, 1000)}\n")
+    sys.stderr.flush()
+    return EXIT_PROBE_FAILED
 
 
 def _progress(text: str) -> None:

@@ -5,6 +5,7 @@ fresh interpreters on CUDA builds)."""
 from __future__ import annotations
 
 __all__ = [
+    "DEATH_GRACE_S",
     "is_logs_url",
     "launch",
     "launcher_entry",
@@ -32,16 +33,19 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from comm.probe.pipe import fast_exit, parse, send
-from comm.probe.rank import rank_main
+from comm.probe.rank import ERROR_LIMIT, error_line, rank_main
+from comm.probe.report import ended as _ended
 from comm.probe.spec import (
     KEEP_RUNS,
     ChainReport,
     ProbeResult,
     ProbeSpec,
     RankReport,
+    SetupError,
     decode_spec,
     encode_spec,
 )
+from obs.encode import scrubbed_text
 from obs.fallback import Attempt
 
 _BOOT = "import sys; from comm.probe.launch import {fn}; sys.exit({fn}(sys.argv[1:]))"
@@ -54,28 +58,22 @@ def launch(
 ) -> ProbeResult:
     """Start the ranks, wait for them (bounded by ``spec.timeout``) and collect reports."""
     started = time.monotonic()
-    log_dir = spec.log_dir or new_run_dir()
-    os.makedirs(log_dir, exist_ok=True)
-    spec = dataclasses.replace(spec, log_dir=log_dir, master_port=spec.master_port or _free_port())
-    read_fd, write_fd = os.pipe()
-    payload = encode_spec(spec, write_fd)
-    env = _base_env(spec)
-    with open(os.path.join(log_dir, "launcher.log"), "ab") as launcher_log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT.format(fn="launcher_entry"), payload],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=launcher_log,
-            stderr=launcher_log,
-            pass_fds=(write_fd,),
-            start_new_session=True,
-        )
-    os.close(write_fd)
+    try:
+        log_dir = spec.log_dir or new_run_dir()
+        os.makedirs(log_dir, exist_ok=True)
+    except OSError as exc:  # $TMPDIR/comm-probe-$UID a file, a read-only or full disk
+        raise SetupError(f"cannot create the run folder: {_os_error(exc)}") from None
+    spec = dataclasses.replace(spec, log_dir=log_dir)
+    try:
+        spec = dataclasses.replace(spec, master_port=spec.master_port or _free_port())
+        proc, read_fd = _start_launcher(spec)
+    except OSError as exc:  # EMFILE, EAGAIN, ENOMEM: the OS refused a pipe or a process
+        raise SetupError(f"cannot start the ranks: {_os_error(exc)}") from None
     collector = _Collector(on_message)
     clean = False
     try:
         with os.fdopen(read_fd, "rb", buffering=0) as pipe:
-            clean = collector.read(pipe, started + spec.timeout)
+            clean = collector.read(pipe, started + spec.timeout, proc.poll)
         if clean:
             proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
@@ -101,7 +99,40 @@ def launch(
         timed_out,
         round(time.monotonic() - started, 3),
         dict(collector.exits),
+        collector.stopped,
     )
+
+
+def _start_launcher(spec: ProbeSpec) -> tuple[subprocess.Popen[bytes], int]:
+    """The launcher process (its own session) and the read end of the ranks' pipe."""
+    read_fd, write_fd = os.pipe()
+    try:
+        with open(os.path.join(spec.log_dir, "launcher.log"), "ab") as launcher_log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    _BOOT.format(fn="launcher_entry"),
+                    encode_spec(spec, write_fd),
+                ],
+                env=_base_env(spec),
+                stdin=subprocess.DEVNULL,
+                stdout=launcher_log,
+                stderr=launcher_log,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return proc, read_fd
+
+
+def _os_error(exc: OSError) -> str:
+    """An OS error as one bounded, scrubbed line (a path may be long or quote anything)."""
+    return scrubbed_text(str(exc), 500)
 
 
 def new_run_dir(base: str | None = None, keep: int = KEEP_RUNS) -> str:
@@ -127,10 +158,26 @@ def new_run_dir(base: str | None = None, keep: int = KEEP_RUNS) -> str:
     return tempfile.mkdtemp(prefix=f"run-{stamp}-", dir=base)
 
 
+#: How long the other ranks get to report once a rank (or the launcher) ended before it
+#: reported: ranks past every collective finish within it (obs' flush is bounded at 3 s);
+#: ranks waiting for the dead one in the rendezvous or a collective never would, so the
+#: run is stopped then rather than at --timeout.
+DEATH_GRACE_S = 5.0
+
+
 class _Collector:
     """Reads the JSON-line messages of the launcher and ranks off the pipe."""
 
-    __slots__ = ("done", "exits", "mode", "on_message", "timed_out")
+    __slots__ = (
+        "_stop_at",
+        "_why",
+        "done",
+        "exits",
+        "mode",
+        "on_message",
+        "stopped",
+        "timed_out",
+    )
 
     def __init__(self, on_message: Callable[[Mapping[str, Any]], None] | None) -> None:
         self.on_message = on_message
@@ -139,16 +186,37 @@ class _Collector:
         #: rank -> exit status, as the launcher saw each rank end.
         self.exits: dict[int, int] = {}
         self.timed_out = False
+        #: Why the run was stopped before every rank reported (a rank or the launcher
+        #: died first), or None.
+        self.stopped: str | None = None
+        self._why: str | None = None
+        self._stop_at: float | None = None
 
-    def read(self, pipe: IO[bytes], deadline: float) -> bool:
-        """Until every writer is gone (True) or the deadline passes (False)."""
+    def read(
+        self, pipe: IO[bytes], deadline: float, launcher: Callable[[], int | None] = lambda: None
+    ) -> bool:
+        """Until every writer is gone (True), the deadline passes or a rank or the launcher
+        died before reporting and the others did not finish within :data:`DEATH_GRACE_S`
+        (False). ``launcher``: the launcher's exit status once it has ended, else None."""
         buffer = b""
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if self._stop_at is None:
+                status = launcher()
+                if status:  # killed, or crashed: no rank's end will be reported any more
+                    how = _ended(status).removesuffix(" before it reported")
+                    self._dead(f"the launcher {how}", now + DEATH_GRACE_S)
+            if self._stop_at is not None and now >= self._stop_at:
+                self.stopped = self._why
+                return False
+            remaining = deadline - now
             if remaining <= 0:
                 self.timed_out = True
                 return False
-            ready, _, _ = select.select([pipe], [], [], min(remaining, 0.5))
+            wait = min(remaining, 0.5)
+            if self._stop_at is not None:
+                wait = min(wait, max(self._stop_at - now, 0.0))
+            ready, _, _ = select.select([pipe], [], [], wait)
             if not ready:
                 continue
             chunk = pipe.read(65536)
@@ -159,16 +227,28 @@ class _Collector:
             for line in lines:
                 self._handle(line)
 
+    def _dead(self, why: str, stop_at: float) -> None:
+        """Something the run needs ended: stop at ``stop_at`` unless already stopping."""
+        if self._stop_at is None:
+            self._why, self._stop_at = scrubbed_text(why, ERROR_LIMIT + 200), stop_at
+
     def _handle(self, line: bytes) -> None:
         message = parse(line)
         if message is None:
             return
-        if message.get("kind") == "launcher":
+        kind = message.get("kind")
+        if kind == "launcher":
             self.mode = str(message.get("mode"))
-        if message.get("kind") == "done":
+        elif kind == "done":
             self.done.add(int(message["rank"]))
-        if message.get("kind") == "exited" and int(message.get("rank", -1)) >= 0:
-            self.exits[int(message["rank"])] = int(message.get("code", 0))
+        elif kind == "exited" and int(message.get("rank", -1)) >= 0:
+            rank, code = int(message["rank"]), int(message.get("code", 0))
+            self.exits[rank] = code
+            if rank not in self.done:
+                self._dead(f"rank {rank} {_ended(code)}", time.monotonic() + DEATH_GRACE_S)
+        elif kind == "failed":  # the launcher could not start a rank: nobody can finish
+            why = f"the launcher could not start rank {message.get('rank')}"
+            self._dead(f"{why} ({message.get('error')})", time.monotonic())
         if self.on_message is not None:
             self.on_message(message)
 
@@ -182,7 +262,9 @@ def _free_port() -> int:
 def _base_env(spec: ProbeSpec) -> dict[str, str]:
     """The ranks' environment: ours, plus comm/obs/OTel settings for the probe."""
     env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The folder holding this ``comm`` package, first: the ranks run the probe's own copy,
+    # not whichever comm an editable install or site-packages would give them.
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     env["COMM_FI_AR_BACKEND"] = spec.backend
     env.setdefault("OBS_LEVEL", "DEBUG")
@@ -224,7 +306,7 @@ def read_report(path: str) -> RankReport | None:
                 reused=bool(c.get("reused")),
                 returned_none=bool(c.get("returned_none")),
                 attempts=tuple(Attempt(**a) for a in c.get("attempts", ())),
-                error=c.get("error"),
+                error=_text(c.get("error")),
             )
             for c in raw.get("chains", ())
         )
@@ -235,12 +317,18 @@ def read_report(path: str) -> RankReport | None:
             pid=int(raw["pid"]),
             dist_backend=str(raw.get("dist_backend", "?")),
             chains=chains,
-            error=raw.get("error"),
+            error=_text(raw.get("error")),
             duration_s=float(raw.get("duration_s", 0.0)),
             delivery=raw.get("delivery") if isinstance(raw.get("delivery"), dict) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _text(value: object) -> str | None:
+    """A report's error text as the probe shows it: scrubbed and bounded however the
+    report file came to hold it (the rank writes it so already)."""
+    return scrubbed_text(value, ERROR_LIMIT + 200) if isinstance(value, str) else None
 
 
 # --- the launcher (a child process: imports torch, then forks or spawns ranks) ----------
@@ -279,36 +367,11 @@ def launcher_entry(argv: list[str]) -> int:
     )
     children: dict[int, int] = {}
     for rank in range(spec.world_size):
-        env = rank_env(spec, rank)
-        log_path = os.path.join(spec.log_dir, f"rank-{rank}.log")
-        if fork:
-            pid = os.fork()
-            if pid == 0:  # the rank
-                code = 1
-                try:
-                    os.environ.update(env)
-                    _redirect_output(log_path)
-                    code = rank_main(spec, rank, fd)
-                finally:
-                    os._exit(code)
-        else:
-            with open(log_path, "ab") as log:
-                child = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        _BOOT.format(fn="rank_entry"),
-                        encode_spec(spec, fd),
-                        str(rank),
-                    ],
-                    env={**os.environ, **env},
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    pass_fds=(fd,),
-                )
-            pid = child.pid
-        children[pid] = rank
+        try:
+            children[_start_rank(spec, rank, fd, fork=fork)] = rank
+        except OSError as exc:  # EAGAIN (RLIMIT_NPROC), EMFILE, ENOMEM: the parent stops
+            send(fd, {"kind": "failed", "rank": rank, "error": error_line(exc)})
+            break  # the ranks started wait for this one: the parent stops them all
     while children:
         try:
             pid, status = os.wait()
@@ -317,6 +380,33 @@ def launcher_entry(argv: list[str]) -> int:
         rank = children.pop(pid, -1)
         send(fd, {"kind": "exited", "rank": rank, "code": os.waitstatus_to_exitcode(status)})
     return fast_exit(0)
+
+
+def _start_rank(spec: ProbeSpec, rank: int, fd: int, *, fork: bool) -> int:
+    """Fork (or spawn) ``rank`` with its torchrun environment and log; its pid."""
+    env = rank_env(spec, rank)
+    log_path = os.path.join(spec.log_dir, f"rank-{rank}.log")
+    if fork:
+        pid = os.fork()
+        if pid == 0:  # the rank
+            code = 1
+            try:
+                os.environ.update(env)
+                _redirect_output(log_path)
+                code = rank_main(spec, rank, fd)
+            finally:
+                os._exit(code)
+        return pid
+    with open(log_path, "ab") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _BOOT.format(fn="rank_entry"), encode_spec(spec, fd), str(rank)],
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            pass_fds=(fd,),
+        )
+    return child.pid
 
 
 def _preload() -> None:

@@ -3,7 +3,7 @@ the report, shut obs down (its delivery counters go into the report)."""
 
 from __future__ import annotations
 
-__all__ = ["init_dist", "rank_main", "run_getters"]
+__all__ = ["ERROR_LIMIT", "error_line", "init_dist", "rank_main", "run_getters"]
 
 import contextlib
 import dataclasses
@@ -16,7 +16,20 @@ from typing import Any
 
 from comm.probe.pipe import send
 from comm.probe.spec import ProbeSpec
-from obs.fallback import Attempt
+from obs.encode import error_text
+from obs.fallback import Attempt, error_type
+
+#: The longest error message a rank's report keeps (its type name comes before it).
+ERROR_LIMIT = 2000
+
+
+def error_line(exc: BaseException) -> str:
+    """``"SomeError: message"`` for a rank's report, as obs writes an exception's text in
+    its events: the type's own name and the message scrubbed (URL passwords, bearer
+    tokens, secret ``name=value`` pairs), then cut to :data:`ERROR_LIMIT` characters, so
+    a secret or a megabyte in an exception never reaches the report, ``--json`` or the
+    screen. Never raises."""
+    return f"{error_type(exc)}: {error_text(exc, ERROR_LIMIT)}"
 
 
 def rank_main(spec: ProbeSpec, rank: int, fd: int) -> int:
@@ -50,7 +63,7 @@ def rank_main(spec: ProbeSpec, rank: int, fd: int) -> int:
         report["dist_backend"], group = init_dist(spec, rank)
         report["chains"] = run_getters(spec, rank, group)
     except Exception as exc:
-        report["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        report["error"] = error_line(exc)
     finally:
         report["duration_s"] = round(time.monotonic() - started, 3)
         if obs_mod is not None:
@@ -116,9 +129,9 @@ def run_getters(spec: ProbeSpec, rank: int, group: Any) -> list[dict[str, Any]]:
         try:
             ws = getter(*args)
         except fa.BackendNotSupportedError as exc:  # the backend rules refused the topology
-            ws, error, refused = None, f"{type(exc).__name__}: {exc}", exc
+            ws, error, refused = None, error_line(exc), exc
         except ValueError as exc:  # another configuration error
-            ws, error = None, f"{type(exc).__name__}: {exc}"
+            ws, error = None, error_line(exc)
         result = fa.default_manager().result(chain)
         if result is not None:
             attempts = [dataclasses.asdict(a) for a in result.attempts]

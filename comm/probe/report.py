@@ -36,7 +36,7 @@ from comm.probe.spec import (
     ChainReport,
     ProbeResult,
 )
-from obs.encode import scrub_text
+from obs.encode import scrub_text, scrubbed_text
 
 
 def format_ranks(ranks: Iterable[int]) -> str:
@@ -183,6 +183,8 @@ def failure_causes(result: ProbeResult) -> list[str]:
             status = result.exits.get(rank)
             if status is not None:  # it ended on its own: how, not "timed out"
                 cause = f"{cause} ({ended(status)})" if cause else ended(status)
+            if cause is None and result.stopped:  # waiting for a rank that had died
+                cause = f"stopped: {result.stopped}"
             if cause is None:
                 cause = last_exception(os.path.join(log_dir, "launcher.log"))
                 cause = f"launcher: {cause}" if cause else None
@@ -209,16 +211,22 @@ def ended(status: int) -> str:
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit))(: .*)?$")
 
 
+#: How much of the end of a log :func:`last_exception` reads.
+_TAIL = 65536
+
+
 def last_exception(path: str) -> str | None:
-    """The last ``SomeError: message`` line of a log file (a traceback's last line)."""
+    """The last ``SomeError: message`` line of a log file (a traceback's last line),
+    scrubbed and cut to 500 characters; only the log's last 64 KiB are read."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read()[-65536:].splitlines()
+        with open(path, "rb") as f:
+            f.seek(max(os.fstat(f.fileno()).st_size - _TAIL, 0))  # a huge log: its tail only
+            lines = f.read(_TAIL).decode("utf-8", "replace").splitlines()
     except OSError:
         return None
     for line in reversed(lines):
         if _EXCEPTION_LINE.match(line.strip()):
-            return line.strip()[:500]
+            return scrubbed_text(line.strip(), 500)  # a crash's message may quote a secret
     return None
 
 
@@ -294,6 +302,7 @@ def result_json(result: ProbeResult, receiver: Any = None) -> dict[str, Any]:
         "missing": list(result.missing),
         "exits": {str(r): code for r, code in sorted(result.exits.items())},
         "timed_out": result.timed_out,
+        "stopped": result.stopped,
         "undelivered": list(result.undelivered),
         "causes": failure_causes(result),
         "exit_code": result.exit_code,

@@ -13,11 +13,13 @@ __all__ = [
     "EXIT_UNDELIVERED",
     "EXIT_USAGE",
     "KEEP_RUNS",
+    "MAX_WORLD_SIZE",
     "STAGE_ORDER",
     "ChainReport",
     "ProbeResult",
     "ProbeSpec",
     "RankReport",
+    "SetupError",
     "decode_spec",
     "encode_spec",
 ]
@@ -32,6 +34,12 @@ from obs.fallback import Attempt
 DTYPES = ("bfloat16", "float16", "float32")
 CHAINS = ("fi_ar", "fi_ar_quant")
 EXIT_OK, EXIT_PROBE_FAILED, EXIT_USAGE, EXIT_TERMINAL, EXIT_UNDELIVERED = 0, 1, 2, 3, 4
+#: The most ranks a probe starts. Every rank is a process on this host (torch, gloo's
+#: threads and a full mesh of world_size - 1 TCP connections each, so sockets grow with
+#: the square), and the largest NVLink domain the probe stands in for is a 72-GPU rack:
+#: 256 covers that several times over (``--nodes`` splits it), where 100,000 would only
+#: exhaust the host's processes, memory or file descriptors.
+MAX_WORLD_SIZE = 256
 #: Runs kept under the default log directory (older ``run-*`` folders are removed).
 KEEP_RUNS = 5
 #: The workspace events in the order they happen (the summary lists them so).
@@ -42,6 +50,11 @@ STAGE_ORDER = (
     "workspace_initialized",
     "workspace_terminal_failure",
 )
+
+
+class SetupError(RuntimeError):
+    """The run could not be set up (its folder, the pipe, the launcher): the OS said why.
+    The command line prints it as one line and exits 1 (the probe failed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +135,9 @@ class ProbeResult:
     #: How each rank that ended before the run did ended, by rank: its exit status as
     #: ``os.waitstatus_to_exitcode`` gives it (``-9``: killed by SIGKILL).
     exits: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    #: Why the run was stopped before every rank reported (a rank or the launcher ended
+    #: first, so the others could never finish), or None.
+    stopped: str | None = None
 
     @property
     def undelivered(self) -> tuple[int, ...]:
