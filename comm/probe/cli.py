@@ -35,6 +35,7 @@ from comm.probe.spec import (
     EXIT_PROBE_FAILED,
     EXIT_USAGE,
     KEEP_RUNS,
+    MAX_TIMEOUT_S,
     MAX_WORLD_SIZE,
     ProbeResult,
     ProbeSpec,
@@ -81,7 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch.distributed backend; auto = nccl with a GPU per local rank, else gloo",
     )
     parser.add_argument(
-        "--timeout", type=_positive_seconds, default=120.0, help="seconds for the whole run"
+        "--timeout",
+        type=_positive_seconds,
+        default=120.0,
+        help=f"seconds for the whole run (at most {MAX_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--log-dir",
@@ -116,8 +120,10 @@ def _positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{_shown(text)!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
+    if math.isnan(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not a positive number of seconds")
+    if value > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} seconds: at most {MAX_TIMEOUT_S:g}")
     return value
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "EXIT_UNDELIVERED",
     "EXIT_USAGE",
     "KEEP_RUNS",
+    "MAX_TIMEOUT_S",
     "MAX_WORLD_SIZE",
     "STAGE_ORDER",
     "ChainReport",
@@ -40,6 +41,9 @@ EXIT_OK, EXIT_PROBE_FAILED, EXIT_USAGE, EXIT_TERMINAL, EXIT_UNDELIVERED = 0, 1, 
 #: 256 covers that several times over (``--nodes`` splits it), where 100,000 would only
 #: exhaust the host's processes, memory or file descriptors.
 MAX_WORLD_SIZE = 256
+#: The longest ``--timeout``: a day. torch.distributed keeps its timeout in milliseconds
+#: in a C int (24.8 days), and a probe that has not finished in a day never will.
+MAX_TIMEOUT_S = 86400.0
 #: Runs kept under the default log directory (older ``run-*`` folders are removed).
 KEEP_RUNS = 5
 #: The workspace events in the order they happen (the summary lists them so).

@@ -23,7 +23,7 @@ from comm import probe
 from comm.probe.launch import _base_env
 from comm.probe.rank import error_line
 from comm.probe.report import last_exception, scrub
-from comm.probe.spec import EXIT_PROBE_FAILED, EXIT_USAGE, MAX_WORLD_SIZE
+from comm.probe.spec import EXIT_PROBE_FAILED, EXIT_USAGE, MAX_TIMEOUT_S, MAX_WORLD_SIZE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -210,3 +210,16 @@ def test_the_ranks_run_the_probes_own_comm(tmp_path: Path) -> None:
         env=env, cwd=str(tmp_path), capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert Path(comm.__file__).resolve() == Path(found.stdout.strip()).resolve()
+
+
+@pytest.mark.parametrize("seconds", [str(MAX_TIMEOUT_S + 1), "1e300", "9" * 400])
+def test_timeout_above_the_cap_is_bad_usage(
+    seconds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--timeout past a day: exit 2 and one short line before any rank starts (1e300
+    started the ranks, and each failed with torch's OverflowError)."""
+    assert EXIT_USAGE == probe.main(["--timeout", seconds], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert f"at most {MAX_TIMEOUT_S:g}" in err
+    assert 1 == len([line for line in err.splitlines() if "error:" in line])
+    assert max(map(len, err.splitlines())) < 400
