@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = ["build_parser", "main"]
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -85,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=_positive_seconds,
         default=120.0,
-        help=f"seconds for the whole run (at most {MAX_TIMEOUT_S:g})",
+        help=f"seconds for the run, <= {MAX_TIMEOUT_S:g}",
     )
     parser.add_argument(
         "--log-dir",
@@ -137,8 +138,20 @@ def _log_dir_problem(path: str) -> str | None:
             pass
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         why = getattr(exc, "strerror", None) or type(exc).__name__
+        if getattr(exc, "errno", None) in _NOT_THE_PATH:  # the machine's, not the argument's
+            msg = f"cannot use --log-dir {_shown(path)}: {why}"
+            raise SetupError(msg) from None
         return f"{path!r} is not a folder the probe can write ({why})"
     return None
+
+
+#: OS errors that say nothing about a --log-dir path (no descriptor, memory or disk space
+#: left, an I/O error): the probe failed (exit 1), the usage was right.
+_NOT_THE_PATH = frozenset(
+    getattr(errno, name)
+    for name in ("EMFILE", "ENFILE", "ENOMEM", "ENOSPC", "EDQUOT", "EIO", "EAGAIN")
+    if hasattr(errno, name)
+)
 
 
 def _backend_from_env() -> tuple[str, str]:
@@ -184,7 +197,10 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
         opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
         if opts.world_size % opts.nodes:
             parser.error(f"--world-size {opts.world_size} is not a multiple of --nodes")
-        problem = _log_dir_problem(opts.log_dir) if opts.log_dir else None
+        try:
+            problem = _log_dir_problem(opts.log_dir) if opts.log_dir else None
+        except SetupError as exc:
+            return _failed(str(exc))
         if problem is not None:
             parser.error(f"argument --log-dir: {problem}")
         backend, backend_from = opts.backend, "--backend"

@@ -198,6 +198,30 @@ def test_out_of_file_descriptors_is_one_line(tmp_path: Path) -> None:
     assert "Too many open files" in last
 
 
+def test_out_of_file_descriptors_with_a_log_dir_is_not_bad_usage(tmp_path: Path) -> None:
+    """EMFILE while checking a good --log-dir says nothing about the argument: one line and
+    exit 1, as without --log-dir (it read as bad usage, exit 2)."""
+    prelude = textwrap.dedent(
+        """
+        import os, resource
+        import comm.probe.cli, comm.probe.launch, obs.settings, obs.errors
+        lowest = os.open(os.devnull, os.O_RDONLY)
+        os.close(lowest)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, lowest))
+        """
+    )
+    done = _probe_cli(
+        ["--world-size", "1", "--log-dir", str(tmp_path / "logs"),
+         "--otlp-endpoint", "http://127.0.0.1:9"],
+        _env(TMPDIR=str(tmp_path)), prelude,
+    )  # fmt: skip
+    assert EXIT_PROBE_FAILED == done.returncode, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert "Too many open files" in last
+    assert 1 == len(done.stderr.splitlines()), done.stderr
+
+
 def test_the_ranks_run_the_probes_own_comm(tmp_path: Path) -> None:
     """The launcher and ranks find this ``comm`` first, whatever PYTHONPATH or an editable
     install says: the path put first was the ``comm`` package folder itself (one level too
