@@ -6,6 +6,7 @@ and :func:`exception_fields`, which the sink's caller side uses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -23,6 +24,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from obs._fields import OTEL_RECORD_FIELDS
 from obs.encode import body_text, format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
+from obs.otel.lokifit import Room, fit, fits, label_name, room
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
 
@@ -140,18 +142,24 @@ class RecordBuilder:
         observed, ctx, ed = item
         attributes: dict[str, Any] = {}
         keys = self._keys
+        unnamed = False
         for key, value in ed.items():
             wanted = keys.get(key) if type(key) is str else None
             if wanted is None:
                 wanted = self._classify(key)
                 if type(key) is not str:
                     key = safe_repr(key, 256)  # noqa: PLW2901
+                unnamed = unnamed or (wanted and label_name(key) is None)
             if wanted:
                 attributes[key] = to_otel_value(value)
-        self._counter += 1
-        attributes["log.record.uid"] = f"{self._prefix}-{self._counter}"
         event = ed.get("event")
         event = event if type(event) is str else safe_repr(event, 1024)
+        resource = resource or self.resource()
+        space = _room(resource)
+        if unnamed or not fits(attributes, event, space):
+            attributes = fit(attributes, event, space)
+        self._counter += 1
+        attributes["log.record.uid"] = f"{self._prefix}-{self._counter}"
         body = ed.get("body")
         if type(body) is not str:  # the Redactor made it text already, in obs' chain
             body = body_text(body, event)
@@ -169,13 +177,14 @@ class RecordBuilder:
             attributes=attributes,
             event_name=event,
         )
-        return ReadableLogRecord(record, resource or self.resource(), SCOPE)
+        return ReadableLogRecord(record, resource, SCOPE)
 
     def _classify(self, key: object) -> bool:
         """Whether a field becomes an attribute (control and rendered-only keys do not);
-        remembered per key name, a bounded table."""
+        remembered per key name, a bounded table (not a name Loki cannot store: the
+        builder sees each of those, and folds it)."""
         wanted = type(key) is not str or not (key in _NOT_ATTRIBUTES or key.startswith("_obs_"))
-        if type(key) is str and len(self._keys) < 4096:
+        if type(key) is str and len(self._keys) < 4096 and label_name(key) is not None:
             self._keys[key] = wanted
         return wanted
 
@@ -224,6 +233,12 @@ class RecordBuilder:
             )
             ctx = set_span_in_context(span, ctx)
         attributes = dict(doc.get("attrs") or {})
+        name = doc.get("name")
+        event = name if type(name) is str else ""
+        if not fits(attributes, event, space := _room(resource)) or any(
+            type(k) is not str or label_name(k) is None for k in attributes
+        ):  # a line another version spooled
+            attributes = fit({str(k): v for k, v in attributes.items()}, event, space)
         attributes["obs.replayed"] = True
         number = doc.get("sn")
         record = LogRecord(
@@ -251,6 +266,17 @@ _SPOOLED: tuple[tuple[str, tuple[type, ...], int], ...] = (
     ("attrs", (dict,), 0),
     ("res", (dict,), 0),
 )
+
+
+def _room(resource: Resource) -> Room:
+    """The room a record has for its attributes under ``resource`` (computed once per
+    resource object: Loki stores the resource's attributes beside every record)."""
+    space = getattr(resource, "_obs_room", None)
+    if type(space) is not Room:
+        space = room(resource.attributes, SCOPE.name, SCOPE.version or "")
+        with contextlib.suppress(AttributeError):  # a Resource with __slots__: not cached
+            resource._obs_room = space  # type: ignore[attr-defined]
+    return space
 
 
 def _check_spooled(doc: Mapping[str, Any]) -> None:
