@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import obs
 import obs.testing
@@ -27,6 +28,17 @@ _LAUNCHER_VARS = (
     "NO_COLOR",
 )
 _LAUNCHER_PREFIXES = ("OBS_", "OTEL_", "SLURM_", "OMPI_")
+
+
+#: No per-example deadline and no "too slow" health check: on a loaded 2-core CI machine
+#: under coverage an example's time says nothing about the code. ``HYPOTHESIS_PROFILE=ci``
+#: (set by .ci/run) also derandomizes: CI runs the examples a clean clone ran before it
+#: was submitted, while ``make test`` elsewhere keeps exploring.
+settings.register_profile(
+    "obs", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("ci", settings.get_profile("obs"), derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "obs"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
