@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from test_ops_kit import COLLECTOR, load_yaml
 
 import obs
+import obs._output
 from obs._output import _REOPEN_CHECK_SECONDS
 
 
@@ -49,10 +50,35 @@ def events(lines: list[str]) -> list[str]:
 ROTATED_NAMES = ("vllm-rank3.jsonl.1", "vllm-rank3.jsonl-20261204")
 
 
+class _HeldClock:
+    """``obs._output``'s clock: stopped (no reopen check comes due, however slowly a loaded
+    machine runs the steps before), then moved past the check window and running on."""
+
+    def __init__(self) -> None:
+        self._at: float | None = time.monotonic()
+        self._ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self._ahead if self._at is None else self._at
+
+    def run_past_the_check_window(self) -> None:
+        assert self._at is not None
+        self._ahead = self._at + _REOPEN_CHECK_SECONDS - time.monotonic()
+        self._at = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 @pytest.mark.parametrize("rotated_name", ROTATED_NAMES)
-def test_lines_obs_writes_to_the_renamed_file_are_read(tmp_path, rotated_name):
+def test_lines_obs_writes_to_the_renamed_file_are_read(tmp_path, rotated_name, monkeypatch):
     """Rename between two polls; obs writes the terminal failure into the renamed file
-    (it has not noticed yet), then reopens: the collector reads every line once."""
+    (it has not noticed yet), then reopens: the collector reads every line once. obs'
+    clock stands still until the check window is over: with the real one, a loaded CI
+    machine took the window before the terminal failure was written (it went to the new
+    file, and the renamed-file path went untested)."""
+    clock = _HeldClock()
+    monkeypatch.setattr(obs._output, "time", clock)
     path = tmp_path / "vllm-rank3.jsonl"
     obs.configure(file=str(path))
     consumer = FileConsumer(receiver_in(tmp_path))
@@ -63,7 +89,7 @@ def test_lines_obs_writes_to_the_renamed_file_are_read(tmp_path, rotated_name):
         logrotate_create(path, rotated_name)
         read += consumer.poll()  # the collector polls (200 ms) before obs' next check
         log.error("workspace_terminal_failure")  # still the old descriptor: renamed file
-        time.sleep(_REOPEN_CHECK_SECONDS + 0.05)
+        clock.run_past_the_check_window()
         log.info("after_reopen")  # obs noticed the rename: the new file
         read += consumer.poll()
         read += consumer.poll()
