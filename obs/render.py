@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, PRIVATE_KEYS, user_fields
+from obs._lokifit import LINE_ROOM, fold_line
 from obs._secrets import close_budget, open_budget
 from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, scrub_credentials, to_jsonable
 from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
@@ -37,6 +38,21 @@ if TYPE_CHECKING:
 MAX_LINE = 256 * 1024
 #: Longest line whose text is scanned for ``null`` before the floats are looked at.
 _SCAN_MAX = 2048
+#: Loki's limits on what the filelog pipeline makes of a line (:func:`_loki_due`): fields
+#: (entries), and line bytes that surely fit (a number's text may grow 6x in Go's JSON).
+_LOKI_FIELDS = LINE_ROOM.entries
+_LOKI_SMALL = 5 * _LOKI_FIELDS  # a key costs 5 bytes at least: fewer keys than this
+_LOKI_BYTES = LINE_ROOM.bytes // 6
+
+
+def _loki_due(out: bytes, event_dict: EventDict) -> bool:
+    """Whether a line longer than _LOKI_SMALL may be over Loki's limits (C-level tests:
+    its length, its field count, and for a nested map the count of its keys)."""
+    return (
+        len(out) > _LOKI_BYTES
+        or len(event_dict) > _LOKI_FIELDS
+        or (out.find(b"{", 1) >= 0 and out.count(b'":') > _LOKI_FIELDS)
+    )
 
 
 def strip_control_keys(event_dict: EventDict) -> EventDict:
@@ -184,7 +200,9 @@ def _escape_breaks(out: bytes) -> bytes:
     return _UNSAFE_UTF8.sub(_escape_unsafe, out)
 
 
-def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> bytes:
+def _dumps(
+    event_dict: EventDict, option: int = 0, *, finite: bool = False, fitted: bool = False
+) -> bytes:
     """JSON bytes for ``event_dict``, always one valid object with its control fields intact.
 
     orjson writes the common event directly (a ``null`` in its output costs one check of the
@@ -192,7 +210,8 @@ def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> b
     int, a lone surrogate, a line over :data:`MAX_LINE`) goes through a copy where only
     the offending values are replaced. Values longer than MAX_STR are cut before this, by
     the redactor, when the entry saw them. ``finite``: the caller knows every float value
-    is finite, so a ``null`` needs no check.
+    is finite, so a ``null`` needs no check. A line Loki would refuse after the collector's
+    filelog pipeline is folded as the OTLP record is (:func:`obs._lokifit.fold_line`).
     """
     try:
         out = orjson.dumps(event_dict, default=json_default, option=option)
@@ -209,13 +228,20 @@ def _dumps(event_dict: EventDict, option: int = 0, *, finite: bool = False) -> b
             or not _has_nonfinite(event_dict)
         )
     ):
+        if len(out) > _LOKI_SMALL and not fitted and _loki_due(out, event_dict):
+            folded = fold_line(event_dict)
+            if folded is not None:
+                return _dumps(folded, option, finite=finite, fitted=True)
         return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
     made: dict[Any, Any] = {}  # each value is made safe (walked, scrubbed) once
     budget = open_budget()  # the walk again: bounded as the chain's was
     try:
         for limit in (None, 1024, 64):
             try:
-                out = orjson.dumps(_safe_dict(event_dict, limit, made), option=option)
+                safe = _safe_dict(event_dict, limit, made)
+                out = orjson.dumps(safe, option=option)
+                if len(out) <= MAX_LINE and not fitted and (folded := fold_line(safe)):
+                    out = orjson.dumps(folded, option=option)
             except BaseException:  # a value even the safe copy could not write: shorter
                 out = b""
             if out and len(out) <= MAX_LINE:

@@ -22,9 +22,10 @@ from opentelemetry.sdk.version import __version__ as _sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from obs._fields import OTEL_RECORD_FIELDS
+from obs._lokifit import LINE_ROOM as ROOM
+from obs._lokifit import Room, fit, fits, label_name, room
 from obs.encode import body_text, format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
-from obs.otel.lokifit import Room, fit, fits, label_name, room
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
 
@@ -270,10 +271,12 @@ _SPOOLED: tuple[tuple[str, tuple[type, ...], int], ...] = (
 
 def _room(resource: Resource) -> Room:
     """The room a record has for its attributes under ``resource`` (computed once per
-    resource object: Loki stores the resource's attributes beside every record)."""
+    resource object: Loki stores the resource's attributes beside every record), at most
+    :data:`~obs._lokifit.LINE_ROOM`: a JSON line of the same event is folded alike."""
     space = getattr(resource, "_obs_room", None)
     if type(space) is not Room:
         space = room(resource.attributes, SCOPE.name, SCOPE.version or "")
+        space = Room(min(space.entries, ROOM.entries), min(space.bytes, ROOM.bytes))
         with contextlib.suppress(AttributeError):  # a Resource with __slots__: not cached
             resource._obs_room = space  # type: ignore[attr-defined]
     return space
