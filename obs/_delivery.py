@@ -7,6 +7,7 @@ __all__ = ["delivery_report", "stats_of"]
 
 from typing import TYPE_CHECKING, Any
 
+from obs._lokifit import FOLDED_COUNT
 from obs.encode import scrub_text
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ def delivery_report(
     """Where to, records sent (queued for export), acknowledged by the collector, spooled,
     dropped, still queued, and spool lines of another format version kept unreplayed
     (``spool_kept``), from ``stats`` (None: not exporting); ``not_written``: lines
-    no console or ``OBS_FILE`` took (a broken sink, re-entrant overflow)."""
+    no console or ``OBS_FILE`` took (a broken sink, re-entrant overflow); ``folded``:
+    exported records and ``folded_lines``: JSON lines folded to fit Loki's limits."""
     url = settings.otlp_logs_url
     out: dict[str, Any] = {
         "exporting": stats is not None,
@@ -49,5 +51,7 @@ def delivery_report(
         spool_kept=int(stats.get("spool_kept", 0)),
         unexported_after_shutdown=unexported_after_shutdown,
         not_written=not_written,
+        folded=int(stats.get("folded", 0)),
+        folded_lines=FOLDED_COUNT.lines,
     )
     return out

@@ -195,7 +195,7 @@ class Accounting:
             self.reported.add((where, kind))
             self._call(
                 ObsInternalError(where=where, error_type=kind, error_message=message),
-                logging.ERROR if kind != "ExportFailed" else logging.WARNING,
+                logging.WARNING if kind in ("ExportFailed", "RecordsFolded") else logging.ERROR,
             )
         with self._lock:
             now = time.monotonic()

@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -23,7 +23,16 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 
 from obs._fields import OTEL_RECORD_FIELDS
 from obs._lokifit import LINE_ROOM as ROOM
-from obs._lokifit import Room, fit, fits, label_name, room
+from obs._lokifit import (
+    RESOURCE_MAX_BYTES,
+    RESOURCE_MAX_ENTRIES,
+    Room,
+    cost,
+    fit,
+    fits,
+    label_name,
+    room,
+)
 from obs.encode import body_text, format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
 from obs.rank import RankInfo, RankResolver
@@ -109,6 +118,8 @@ class RecordBuilder:
         "_resource",
         "_resources",
         "_settings",
+        "folded",
+        "note",
     )
 
     def __init__(self, settings: Settings, resolver: RankResolver) -> None:
@@ -120,6 +131,9 @@ class RecordBuilder:
         self._prefix = uuid.uuid4().hex[:16]
         self._counter = 0
         self._keys: dict[str, bool] = {}
+        #: Records folded to fit Loki (``stats()["folded"]``); where a note is reported.
+        self.folded = 0
+        self.note: Callable[[str, str, str], None] | None = None
 
     def after_fork(self) -> None:
         """A child gets its own uid prefix and recomputes its rank resource."""
@@ -131,8 +145,17 @@ class RecordBuilder:
         """The resource for records built now (rank attributes from the resolver)."""
         info = self._resolver.current()
         if info is not self._rank:
-            self._resource = _Resource(resource_attributes(self._settings, info))
+            attrs, cut = cap_resource(_full_resource(self._settings, info))
+            self._resource = _Resource(attrs)
             self._rank = info
+            if cut and self.note is not None:
+                self.note(
+                    "settings",
+                    "ResourceTooLarge",
+                    f"OTEL_RESOURCE_ATTRIBUTES: {cut} attribute(s) left out of the resource "
+                    f"(Loki stores it beside every record: at most {RESOURCE_MAX_ENTRIES} "
+                    f"entries, {RESOURCE_MAX_BYTES} bytes, names with a letter or digit)",
+                )
         return self._resource
 
     def build(
@@ -158,7 +181,10 @@ class RecordBuilder:
         resource = resource or self.resource()
         space = _room(resource)
         if unnamed or not fits(attributes, event, space):
-            attributes = fit(attributes, event, space)
+            fitted = fit(attributes, event, space)
+            if fitted is not attributes:
+                self._folded()
+            attributes = fitted
         self._counter += 1
         attributes["log.record.uid"] = f"{self._prefix}-{self._counter}"
         body = ed.get("body")
@@ -179,6 +205,17 @@ class RecordBuilder:
             event_name=event,
         )
         return ReadableLogRecord(record, resource, SCOPE)
+
+    def _folded(self) -> None:
+        """Count a folded record; say once that records are being folded."""
+        self.folded += 1
+        if self.folded == 1 and self.note is not None:
+            self.note(
+                "otel_loki",
+                "RecordsFolded",
+                "records over Loki's structured-metadata limits are folded into obs.folded "
+                "(obs.folded_fields: how many fields); obs.delivery()['folded'] counts them",
+            )
 
     def _classify(self, key: object) -> bool:
         """Whether a field becomes an attribute (control and rendered-only keys do not);
@@ -295,7 +332,12 @@ def _check_spooled(doc: Mapping[str, Any]) -> None:
 
 def resource_attributes(settings: Settings, info: RankInfo) -> dict[str, Any]:
     """Resource of this process: service, host, rank attributes and a ``service.instance.id``
-    stable per (host, rank), so Loki keeps one stream per rank across restarts and forks."""
+    stable per (host, rank), so Loki keeps one stream per rank across restarts and forks;
+    within its share of Loki's limits (:func:`cap_resource`)."""
+    return cap_resource(_full_resource(settings, info))[0]
+
+
+def _full_resource(settings: Settings, info: RankInfo) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         "telemetry.sdk.name": "opentelemetry",
         "telemetry.sdk.language": "python",
@@ -313,6 +355,39 @@ def resource_attributes(settings: Settings, info: RankInfo) -> dict[str, Any]:
     attrs.setdefault("service.instance.id", f"{info.host}:rank{info.rank}")
     attrs["process.pid"] = os.getpid()
     return attrs
+
+
+#: Resource attributes kept first, whatever OTEL_RESOURCE_ATTRIBUTES holds.
+_RESOURCE_FIRST: tuple[str, ...] = (
+    "service.name", "service.instance.id", "host.name", "rank", "local_rank", "world_size",
+    "node_rank", "process.pid", "telemetry.sdk.name", "telemetry.sdk.language",
+    "telemetry.sdk.version",
+)  # fmt: skip
+
+
+def cap_resource(attrs: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``attrs`` within :data:`~obs._lokifit.RESOURCE_MAX_ENTRIES` entries and
+    :data:`~obs._lokifit.RESOURCE_MAX_BYTES` bytes as Loki counts them: obs' own first
+    (a text cut to 256 characters when needed), then the others in order while they fit; a
+    name Loki cannot store is left out. Returns the attributes and how many were left out."""
+    order = [k for k in _RESOURCE_FIRST if k in attrs] + [
+        k for k in attrs if k not in _RESOURCE_FIRST
+    ]
+    out: dict[str, Any] = {}
+    entries = size = 0
+    for key in order:
+        value, name = attrs[key], label_name(key)
+        if name is None:
+            continue
+        if key in _RESOURCE_FIRST and type(value) is str and len(value) > 256:
+            value = value[:256]
+        n, b = cost(name, value)
+        if key in _RESOURCE_FIRST or (
+            entries + n <= RESOURCE_MAX_ENTRIES and size + b <= RESOURCE_MAX_BYTES
+        ):
+            out[key] = value
+            entries, size = entries + n, size + b
+    return out, len(attrs) - len(out)
 
 
 #: The old name (tests and benchmarks import it).

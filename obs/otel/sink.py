@@ -66,7 +66,7 @@ class ExportSink:
     hooks; the :class:`~obs.otel.worker.ExportWorker` does the rest.
     """
 
-    __slots__ = ("__weakref__", "_atexit", "_settings", "_sigterm", "_worker", "mode")
+    __slots__ = ("__weakref__", "_atexit", "_builder", "_settings", "_sigterm", "_worker", "mode")
 
     #: The fused default path may hand events here: this sink reads only the public
     #: fields, ``_obs_level``, ``_obs_time_ns``, ``_obs_no_export`` and ``exc_info``.
@@ -102,9 +102,10 @@ class ExportSink:
         else:
             self.mode = settings.logs_exporter
             make_transport = lambda: ExporterTransport(transport.build_exporter(settings))  # noqa: E731
+        self._builder = RecordBuilder(settings, resolver)
         self._worker = ExportWorker(
             settings,
-            RecordBuilder(settings, resolver),
+            self._builder,
             make_spool(settings),
             make_transport,
             report,
@@ -112,6 +113,7 @@ class ExportSink:
             drop_report_interval=drop_report_interval,
             notes=notes,
         )
+        self._builder.note = self._worker.add_note
         weak_fork = weakref.WeakMethod(self._worker.after_fork)
 
         weak_self = weakref.ref(self)
@@ -182,8 +184,11 @@ class ExportSink:
 
     def stats(self) -> dict[str, Any]:
         """Delivery counters: queued, enqueued, exported, dropped per level (and per
-        reason), spooled, replayed, failed exports, corrupt spool lines."""
-        return self._worker.stats()
+        reason), spooled, replayed, failed exports, corrupt spool lines, records folded
+        to fit Loki (``folded``)."""
+        stats = self._worker.stats()
+        stats["folded"] = self._builder.folded
+        return stats
 
     def _install_sigterm(self) -> None:
         """``OBS_HANDLE_SIGTERM`` (see :mod:`obs.otel.sigterm`); Python sets signal
