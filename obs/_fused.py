@@ -134,7 +134,7 @@ class FusedLine:
             for capture in runtime.captures:
                 capture.append(dict(ed))
         output = runtime.output
-        line = _line(ed, finite=not nonfinite)
+        line = _line(ed, finite=not nonfinite, flat=True)  # plain values only (above)
         shown = line
         if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
             shown = fit_line(ed)  # whole across processes sharing the pipe

@@ -38,21 +38,25 @@ if TYPE_CHECKING:
 MAX_LINE = 256 * 1024
 #: Longest line whose text is scanned for ``null`` before the floats are looked at.
 _SCAN_MAX = 2048
-#: Loki's limits on what the filelog pipeline makes of a line (:func:`_loki_due`): fields
+#: Loki's limits on what the filelog pipeline makes of a line (checked in :func:`_dumps` by
+#: C-level tests: its length, its field count, the count of its keys at any depth): fields
 #: (entries), and line bytes that surely fit (a number's text may grow 6x in Go's JSON).
 _LOKI_FIELDS = LINE_ROOM.entries
 _LOKI_SMALL = 5 * _LOKI_FIELDS  # a key costs 5 bytes at least: fewer keys than this
 _LOKI_BYTES = LINE_ROOM.bytes // 6
+#: The most a top-level field's metadata may exceed its text in the line (a number).
+_NUMBER_GROWTH = 24
 
 
-def _loki_due(out: bytes, event_dict: EventDict) -> bool:
-    """Whether a line longer than _LOKI_SMALL may be over Loki's limits (C-level tests:
-    its length, its field count, and for a nested map the count of its keys)."""
-    return (
-        len(out) > _LOKI_BYTES
-        or len(event_dict) > _LOKI_FIELDS
-        or (out.find(b"{", 1) >= 0 and out.count(b'":') > _LOKI_FIELDS)
-    )
+def _loki_bytes_due(out: bytes, event_dict: EventDict) -> bool:
+    """Whether a line over _LOKI_BYTES may be over Loki's size limit after the filelog
+    pipeline. With neither nested maps nor lists, a field's metadata is its own text in
+    the line plus at most a number's growth (``1e20`` is 21 digits in Go's formatting), so
+    a long line of plain fields (a 1 MB string cut to 16 KiB) is not fitted for nothing.
+    (``find``, not ``in``: ``bytes in bytes`` raises and clears a TypeError first.)"""
+    if out.find(b'":{') >= 0 or out.find(b'":[') >= 0:
+        return True  # a nested name's prefix, a list's numbers may grow: fit it exactly
+    return len(out) + _NUMBER_GROWTH * len(event_dict) > LINE_ROOM.bytes
 
 
 def strip_control_keys(event_dict: EventDict) -> EventDict:
@@ -201,7 +205,12 @@ def _escape_breaks(out: bytes) -> bytes:
 
 
 def _dumps(
-    event_dict: EventDict, option: int = 0, *, finite: bool = False, fitted: bool = False
+    event_dict: EventDict,
+    option: int = 0,
+    *,
+    finite: bool = False,
+    flat: bool = False,
+    fitted: bool = False,
 ) -> bytes:
     """JSON bytes for ``event_dict``, always one valid object with its control fields intact.
 
@@ -210,8 +219,9 @@ def _dumps(
     int, a lone surrogate, a line over :data:`MAX_LINE`) goes through a copy where only
     the offending values are replaced. Values longer than MAX_STR are cut before this, by
     the redactor, when the entry saw them. ``finite``: the caller knows every float value
-    is finite, so a ``null`` needs no check. A line Loki would refuse after the collector's
-    filelog pipeline is folded as the OTLP record is (:func:`obs._lokifit.fold_line`).
+    is finite, so a ``null`` needs no check; ``flat``: no value is a map or list. A line
+    Loki would refuse after the collector's filelog pipeline is folded as the OTLP record
+    is (:func:`obs._lokifit.fold_line`).
     """
     try:
         out = orjson.dumps(event_dict, default=json_default, option=option)
@@ -228,7 +238,15 @@ def _dumps(
             or not _has_nonfinite(event_dict)
         )
     ):
-        if len(out) > _LOKI_SMALL and not fitted and _loki_due(out, event_dict):
+        if (
+            len(out) > _LOKI_SMALL
+            and (
+                len(event_dict) > _LOKI_FIELDS
+                or (not flat and out.find(b"{", 1) >= 0 and out.count(b'":') > _LOKI_FIELDS)
+                or (len(out) > _LOKI_BYTES and _loki_bytes_due(out, event_dict))
+            )
+            and not fitted
+        ):
             folded = fold_line(event_dict)
             if folded is not None:
                 return _dumps(folded, option, finite=finite, fitted=True)
@@ -309,10 +327,11 @@ class JSONRenderer:
         return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE).decode()
 
     @staticmethod
-    def line_bytes(event_dict: EventDict, *, finite: bool = False) -> bytes:
+    def line_bytes(event_dict: EventDict, *, finite: bool = False, flat: bool = False) -> bytes:
         """An already-stripped event dict as one JSON line (UTF-8 bytes, newline included);
-        ``finite``: no float value is NaN or infinite (known to the caller)."""
-        return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE, finite=finite)
+        ``finite``: no float value is NaN or infinite; ``flat``: every value is a scalar
+        (no map or list: no nested key to count for Loki). Both known to the caller."""
+        return _dumps(event_dict, orjson.OPT_APPEND_NEWLINE, finite=finite, flat=flat)
 
 
 #: The console style of each level, in the levels table's order (DEBUG .. CRITICAL).
