@@ -6,6 +6,7 @@ import importlib.util
 import json
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,6 +40,19 @@ settings.register_profile(
 )
 settings.register_profile("ci", settings.get_profile("obs"), derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "obs"))
+
+
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """A collector URL on loopback whose port accepts TCP connections and never answers
+    (each export hangs for its whole timeout)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    try:
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        s.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -4,7 +4,7 @@ structured-metadata limits, with no attribute name that fails the whole push.
 Records go through obs' real chain and exporter to the real loopback receiver (gRPC and
 HTTP); tests/_loki.py re-implements what Loki's OTLP ingestion makes of each (grafana/loki
 65e30f8488e8a5ea2013c6881675f8103a8f6bc7, cited there) and its per-entry validation. Before
-obs/otel/lokifit.py a call with 150 fields, a dict field with 150 keys or a few long texts
+obs/_lokifit.py a call with 150 fields, a dict field with 150 keys or a few long texts
 built a record Loki refused (structured_metadata_too_many / _too_large), and a field named
 ``_`` or ``""`` made Loki refuse the whole batch: a ``workspace_terminal_failure`` carrying
 such context never reached the alert.
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import obs
 import obs.testing
+from obs import _lokifit as lokifit
 from obs._fields import CALL_KEYWORDS, CONTROL_SET
-from obs.otel import lokifit
 from obs.otel.records import RecordBuilder
 from obs.rank import RankResolver
 from obs.settings import Settings

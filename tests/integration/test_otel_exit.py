@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +46,6 @@ sys.stderr.flush()
 if mode == "shutdown":
     obs.shutdown()
 """
-
-
-@pytest.fixture
-def blackhole() -> Iterator[str]:
-    """A loopback port that accepts TCP connections and never answers."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(64)
-    try:
-        yield f"http://127.0.0.1:{s.getsockname()[1]}"
-    finally:
-        s.close()
 
 
 def run(url: str, protocol: str, tmp: Path, *, n: int, queue: int, budget: float) -> Any:

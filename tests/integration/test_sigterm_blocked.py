@@ -14,11 +14,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,18 +75,6 @@ sys.stderr.write("ALIVE\n"); sys.stderr.flush()
 """
 
 
-@pytest.fixture
-def blackhole() -> Iterator[str]:
-    """A loopback port that accepts TCP connections and never answers."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(64)
-    try:
-        yield f"http://127.0.0.1:{s.getsockname()[1]}"
-    finally:
-        s.close()
-
-
 def start(url: str, spool: Path, n: int, wait: str, previous: str, *, block: int) -> Any:
     """Start CHILD; return once it is inside its C call."""
     proc = subprocess.Popen(
@@ -104,6 +90,19 @@ def start(url: str, spool: Path, n: int, wait: str, previous: str, *, block: int
             break
     time.sleep(1.0)  # well inside the C call
     return proc
+
+
+def run_child(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with OBS_HANDLE_SIGTERM on, to its end (60 s at most)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "OBS_HANDLE_SIGTERM": "1", "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=False,
+    )
 
 
 def signalled(url: str, spool: Path, n: int, wait: str) -> tuple[int, float, str]:
@@ -200,15 +199,7 @@ def test_a_forked_childs_sigterm_stays_the_childs(tmp_path: Path) -> None:
     watcher) and leave the parent's sink running."""
     out = tmp_path / "out.json"
     with OTLPReceiver(grpc_port=0) as rx:
-        proc = subprocess.run(
-            [sys.executable, "-c", FORK_CHILD, f"http://127.0.0.1:{rx.grpc_port}", str(out)],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "OBS_HANDLE_SIGTERM": "1", "PYTHONPATH": str(ROOT)},
-            timeout=60,
-            check=False,
-        )
+        proc = run_child(FORK_CHILD, f"http://127.0.0.1:{rx.grpc_port}", str(out))
         assert 0 == proc.returncode, proc.stderr
         report = json.loads(out.read_text())
         assert {"child_signal": signal.SIGTERM, "delivered": True} == report
@@ -228,15 +219,7 @@ print(signal.set_wakeup_fd(-1) == a.fileno())
 
 def test_the_applications_wakeup_fd_is_left_alone(blackhole: str) -> None:
     """The wakeup fd is one per process: where the application holds it, obs keeps off."""
-    proc = subprocess.run(
-        [sys.executable, "-c", APP_FD_CHILD, blackhole],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "OBS_HANDLE_SIGTERM": "1", "PYTHONPATH": str(ROOT)},
-        timeout=60,
-        check=False,
-    )
+    proc = run_child(APP_FD_CHILD, blackhole)
     assert (0, "True") == (proc.returncode, proc.stdout.strip()), proc.stderr
 
 
@@ -261,13 +244,5 @@ print(len(watchers), signal.getsignal(signal.SIGTERM) is mine, signal.set_wakeup
 def test_configure_again_and_shutdown_give_sigterm_back(blackhole: str) -> None:
     """Configured three times, one watcher runs; shut down, the application's handler
     and an unset wakeup fd are back, and the watcher has ended."""
-    proc = subprocess.run(
-        [sys.executable, "-c", RECONFIGURE_CHILD, blackhole],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "OBS_HANDLE_SIGTERM": "1", "PYTHONPATH": str(ROOT)},
-        timeout=60,
-        check=False,
-    )
+    proc = run_child(RECONFIGURE_CHILD, blackhole)
     assert (0, "1 True -1 0") == (proc.returncode, proc.stdout.strip()), proc.stderr
