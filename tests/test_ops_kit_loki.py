@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from _filelog import FilelogMapping
+from _loki import attribute_entries, label_name
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_ops_kit import (
@@ -52,35 +53,6 @@ LOKI_DEFAULT_MAX_QUERY_SERIES = 500
 RANKS, RANKS_PER_HOST = 4000, 8
 
 
-def loki_label_name(name: str) -> str:
-    """otlptranslator LabelNamer.Build with Loki's settings (no UTF-8, no
-    PreserveMultipleUnderscores): each run of invalid characters becomes one ``_``, a
-    leading digit gets ``key_``."""
-    out = re.sub(r"[^A-Za-z0-9_]+", "_", name)
-    return "key_" + out if out[:1].isdigit() else out
-
-
-def _as_string(value: Any) -> str:
-    """pcommon.Value.AsString of the value a JSON line carries."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
-
-
-def _attribute_labels(key: str, value: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
-    """AttributeToLabels: a map attribute is flattened with its key as prefix."""
-    name = loki_label_name(f"{prefix}_{key}" if prefix else key)
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _attribute_labels(k, v, name)
-    else:
-        yield name, _as_string(value)
-
-
 def loki_labels(
     resource: Mapping[str, Any],
     attributes: Mapping[str, Any],
@@ -90,10 +62,10 @@ def loki_labels(
     structured metadata (log attributes, non-index resource attributes)."""
     labels: dict[str, str] = {}
     for key, value in attributes.items():
-        labels.update(_attribute_labels(key, value))
+        labels.update(attribute_entries(key, value))
     for key, value in resource.items():
         if loki_action(key, rules) != "drop":
-            labels.update(_attribute_labels(key, value))
+            labels.update(attribute_entries(key, value))
     return labels
 
 
@@ -189,7 +161,7 @@ class TestLokiLabelNames:
     )
     def test_names_follow_otlptranslator(self, attribute, label):
         """Dots (runs of invalid characters) become one underscore; a digit start key_."""
-        assert loki_label_name(attribute) == label
+        assert label_name(attribute) == label
 
 
 # --- LogQL grammar ------------------------------------------------------------------------
