@@ -203,6 +203,21 @@ def test_any_context_is_stored_by_loki(receiver: Any, transport: str) -> None:
     one()
 
 
+def loki_entries(resource: dict[str, Any], attributes: dict[str, Any]) -> list[Any]:
+    """Loki's structured metadata for an alert record of these attributes and resource."""
+    record = {
+        "attributes": attributes,
+        "resource": resource,
+        "scope": {"name": "obs", "version": "0.1.0"},
+        "event_name": ALERT,
+        "time_unix_nano": 1,
+        "observed_time_unix_nano": 2,
+        "severity_number": 17,
+        "severity_text": "ERROR",
+    }
+    return structured_metadata(record)
+
+
 def test_a_spooled_line_of_another_version_is_fitted_on_replay() -> None:
     """A line spooled without the bound (an older obs) is replayed within it."""
     builder = RecordBuilder(Settings(service_name="svc"), RankResolver())
@@ -211,17 +226,6 @@ def test_a_spooled_line_of_another_version_is_fitted_on_replay() -> None:
     doc |= {"name": ALERT, "attrs": attrs, "res": {"service.name": "svc", "rank": 3}}
     rec = builder.from_spool(doc).log_record
     assert rec.attributes is not None
-    record = {
-        "attributes": dict(rec.attributes),
-        "resource": doc["res"],
-        "scope": {"name": "obs", "version": "0.1.0"},
-        "event_name": ALERT,
-        "time_unix_nano": 1,
-        "observed_time_unix_nano": 2,
-        "severity_number": 17,
-        "severity_text": "ERROR",
-    }
-    entries = structured_metadata(record)
-    assert refusal(entries) is None
+    assert refusal(loki_entries(doc["res"], dict(rec.attributes))) is None
     assert rec.attributes["obs.replayed"] is True
     assert rec.attributes[lokifit.FOLDED_FIELDS] > 0

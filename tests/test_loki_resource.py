@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _loki import metadata_size, refusal, structured_metadata
+from _loki import metadata_size, refusal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.context import Context
-from test_loki_bounds import ALERT, KEYS, check_stored
+from test_loki_bounds import ALERT, KEYS, check_stored, loki_entries
 
 import obs
 import obs.testing
@@ -36,20 +36,6 @@ KEPT += ("world_size", "node_rank")
 def receiver() -> Iterator[Any]:
     with obs.testing.OTLPReceiver() as rx:
         yield rx
-
-
-def loki_entries(resource: dict[str, Any], attributes: dict[str, Any]) -> list[Any]:
-    record = {
-        "attributes": attributes,
-        "resource": resource,
-        "scope": {"name": "obs", "version": "0.1.0"},
-        "event_name": ALERT,
-        "time_unix_nano": 1,
-        "observed_time_unix_nano": 2,
-        "severity_number": 17,
-        "severity_text": "ERROR",
-    }
-    return structured_metadata(record)
 
 
 RESOURCES = st.dictionaries(

@@ -2,7 +2,7 @@
 
 obs' JSON lines go through the collector's filelog mapping (``tests/_filelog.py``, built
 from ``examples/otel-collector.yaml``) and then through Loki's OTLP ingestion, re-implemented
-below from grafana/loki at 65e30f8488e8a5ea2013c6881675f8103a8f6bc7
+in ``tests/_loki.py`` from grafana/loki at 65e30f8488e8a5ea2013c6881675f8103a8f6bc7
 (pkg/loghttp/push/otlplabels/labels.go: ResourceAttrsToStreamLabels, LogAttrsToLabels,
 AttributeToLabels; vendor/github.com/prometheus/otlptranslator/strconv.go:
 sanitizeLabelName). Each alert and dashboard query is then evaluated over a whole fleet's
