@@ -48,6 +48,17 @@ _LOKI_BYTES = LINE_ROOM.bytes // 6
 _NUMBER_GROWTH = 24
 
 
+def _fold(event_dict: EventDict, out: bytes, option: int, *, finite: bool) -> bytes:
+    """``out`` when the line fits Loki's limits as it is, else the folded line; ``b""`` when
+    a key or value can be read only through the safe copy (a renderer in an application's
+    own chain, given raw values), which :func:`_dumps` then writes and folds."""
+    try:
+        folded = fold_line(event_dict)
+    except BaseException:  # a value's own repr raising, a key that is not text
+        return b""
+    return out if folded is None else _dumps(folded, option, finite=finite, fitted=True)
+
+
 def _loki_bytes_due(out: bytes, event_dict: EventDict) -> bool:
     """Whether a line over _LOKI_BYTES may be over Loki's size limit after the filelog
     pipeline. With neither nested maps nor lists, a field's metadata is its own text in
@@ -247,10 +258,9 @@ def _dumps(
             )
             and not fitted
         ):
-            folded = fold_line(event_dict)
-            if folded is not None:
-                return _dumps(folded, option, finite=finite, fitted=True)
-        return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
+            out = _fold(event_dict, out, option, finite=finite)
+        if out:
+            return out if out.isascii() and out.find(b"\x7f") < 0 else _escape_breaks(out)
     made: dict[Any, Any] = {}  # each value is made safe (walked, scrubbed) once
     budget = open_budget()  # the walk again: bounded as the chain's was
     try:

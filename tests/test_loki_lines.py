@@ -131,3 +131,32 @@ def test_any_line_is_stored_by_loki(tmp_path: Path) -> None:
         check_fields(stored(path), fields)
 
     one()
+
+
+class _Unreadable:
+    """A value whose repr raises: only the renderer's safe copy can write it."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("broken repr")
+
+
+@pytest.mark.parametrize("int_key", [False, True])
+@pytest.mark.parametrize("count", [10, 100])
+def test_the_renderer_in_an_applications_chain_folds_raw_values(count: int, int_key: bool) -> None:
+    """JSONRenderer given raw values (an application's own structlog chain: no redactor
+    before it), past Loki's limits, with a value whose repr raises and keys that are not
+    text: one JSON object within the limits, never an exception (the fold read the raw
+    value's repr and raised out of the renderer, found by test_properties)."""
+    from obs.render import JSONRenderer
+
+    ed: dict[Any, Any] = {"event": ALERT, **{f"f{i}": "x" * 2000 for i in range(count)}}
+    ed["bad"] = _Unreadable()  # last: among the folded fields when there are too many
+    ed[":"] = (None, _Unreadable())  # a name Loki cannot store: always folded
+    if int_key:
+        ed[7] = "a key that is not text"
+    line = JSONRenderer()(None, "error", ed)
+    doc = json.loads(line)
+    assert ALERT == doc["event"]
+    attributes = {k: v for k, v in doc.items() if k not in ("timestamp", "body")}
+    record = {"attributes": attributes, "resource": {}, "scope": {}, "event_name": ALERT}
+    assert refusal(structured_metadata(record)) is None
