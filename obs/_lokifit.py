@@ -85,6 +85,8 @@ _INVALID = re.compile(r"[^A-Za-z0-9]+")
 def label_name(name: str) -> str | None:
     """otlptranslator ``LabelNamer{}.Build`` as Loki calls it, or None where it fails
     (a name Loki refuses the whole push for)."""
+    if name.isalnum() and name.isascii():  # most names: nothing to replace
+        return "key_" + name if name[0].isdigit() else name
     reserved = len(name) >= 4 and name.startswith("__") and name.endswith("__")
     out = _INVALID.sub("_", name[2:-2] if reserved else name)
     if reserved:
@@ -127,16 +129,20 @@ def _value_bytes(value: Any) -> int:
     return 0 if value is None else 5 if cls is bool else _NUMBER
 
 
-def cost(name: str, value: Any) -> tuple[int, int]:
-    """(entries, bytes) Loki stores for one attribute whose label name is ``name``."""
+def cost(name: str, value: Any, cap: int = 1 << 30) -> tuple[int, int]:
+    """(entries, bytes) Loki stores for one attribute whose label name is ``name``; past
+    ``cap`` entries the count stops (the attribute cannot fit: 16 dicts of 256 long keys
+    named 4,096 leaves, each through the label-name rule, for a field that was folded)."""
     if type(value) is not dict:
         return 1, len(name) + _value_bytes(value)
     entries = size = 0
     for key, sub in value.items():
         child = label_name(f"{name}_{key}") or name
-        n, b = cost(child, sub)
+        n, b = cost(child, sub, cap - entries)
         entries += n
         size += b
+        if entries > cap:
+            break
     return entries, size
 
 
@@ -221,7 +227,7 @@ def fit(attributes: dict[str, Any], event: str, space: Room) -> dict[str, Any]:
     for key, value in attributes.items():
         name = label_name(key)
         if name is not None:  # a name Loki cannot store is always folded
-            costs[key] = cost(name, value)
+            costs[key] = cost(name, value, left_entries)
     protected = [k for k in attributes if k in PROTECTED and k in costs]
     protected = [k for k in protected if type(attributes[k]) in _PLAIN]
     keep = set(protected)
@@ -244,10 +250,54 @@ def fit(attributes: dict[str, Any], event: str, space: Room) -> dict[str, Any]:
         return attributes
     out = {k: cut.get(k, v) for k, v in attributes.items() if k in keep}
     if rest:
-        text = json.dumps(rest, ensure_ascii=False, separators=(",", ":"), default=str)
-        out[FOLDED] = _cut(text, max(512, left_bytes - used_b + _FOLD_BYTES - 37), tail=False)
+        out[FOLDED] = _folded_text(rest, max(512, left_bytes - used_b + _FOLD_BYTES - 37))
         out[FOLDED_FIELDS] = len(rest)
     return out
+
+
+def _folded_text(rest: dict[str, Any], limit: int) -> str:
+    """The JSON of the folded fields in at most ``limit`` bytes (cut and marked past it),
+    written only as far as the limit: 300 fields of 2 KB were all written, then cut to
+    50 KB, and that doubled the cost of the worst call."""
+    shown, _ = _clip({k if type(k) is str else str(k): v for k, v in rest.items()}, limit)
+    return _cut(_dumps_text(shown), limit, tail=False)
+
+
+def _clip(value: Any, room: int) -> tuple[Any, int]:
+    """``value`` shortened so that its JSON takes about ``room`` characters (texts cut,
+    a container's items past it left out and counted), and that length, estimated: only
+    what the folded text can show is written."""
+    cls = type(value)
+    if cls is str:
+        text = value[: max(room, 0)]
+        return text, len(text) + 2
+    if cls is dict:
+        out: dict[str, Any] = {}
+        used = 2
+        for key, sub in value.items():
+            if used >= room:
+                out["..."] = f"{len(value) - len(out)} more"
+                break
+            name, n = _clip(key if type(key) is str else str(key), room - used)
+            out[name], m = _clip(sub, room - used - n)
+            used += n + m + 2
+        return out, used
+    if cls is list or cls is tuple:
+        items: list[Any] = []
+        used = 2
+        for sub in value:
+            if used >= room:
+                items.append(f"... {len(value) - len(items)} more")
+                break
+            item, m = _clip(sub, room - used)
+            items.append(item)
+            used += m + 1
+        return items, used
+    return value, _NUMBER
+
+
+def _dumps_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 #: What obs' own resource may use of the budget (:func:`obs.otel.records.resource_attributes`

@@ -268,10 +268,9 @@ def _dumps(
     try:
         for limit in (None, 1024, 64):
             try:
-                safe = _safe_dict(event_dict, limit, made)
-                out = orjson.dumps(safe, option=option)
-                if len(out) <= MAX_LINE and not fitted and (folded := fold_line(safe)):
-                    out = orjson.dumps(folded, option=option)
+                safe = _safe_dict(event_dict, limit, made)  # folded first: 300 fields of
+                folded = None if fitted else fold_line(safe)  # 2 KB fit in one pass then
+                out = orjson.dumps(safe if folded is None else folded, option=option)
             except BaseException:  # a value even the safe copy could not write: shorter
                 out = b""
             if out and len(out) <= MAX_LINE:
