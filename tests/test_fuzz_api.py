@@ -11,6 +11,7 @@ and every uniquely named event was written exactly once (or counted as dropped).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import signal
@@ -70,6 +71,8 @@ class LoggingPromises(RuleBasedStateMachine):
     tmp: Path = Path()
     #: Uniquely named events checked over all runs (the test asserts the machine did work).
     checked = 0
+    #: Numbers the runs' files: each run writes its own.
+    runs = itertools.count()
 
     def __init__(self) -> None:
         super().__init__()
@@ -77,9 +80,12 @@ class LoggingPromises(RuleBasedStateMachine):
         #: Unique event names logged at or above INFO that must appear exactly once.
         self.expected: set[str] = set()
         self.signalled = 0
-        self.stream_path = self.tmp / f"stream-{id(self)}.txt"
-        self.file_path = self.tmp / f"file-{id(self)}.jsonl"
-        self.spool = self.tmp / f"spool-{id(self)}"
+        # A fresh number per run, not id(self): a collected run's id comes back, and its
+        # OBS_FILE (appended to) then held that run's lines (its signal_ events).
+        run = next(LoggingPromises.runs)
+        self.stream_path = self.tmp / f"stream-{run}.txt"
+        self.file_path = self.tmp / f"file-{run}.jsonl"
+        self.spool = self.tmp / f"spool-{run}"
         self.stream = open(self.stream_path, "w", encoding="utf-8")  # noqa: SIM115
         self.saved_stderr = sys.stderr
         sys.stderr = self.stream
