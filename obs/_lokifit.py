@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from obs.encode import PLAIN_TYPES
+
 __all__ = [
     "FOLDED",
     "FOLDED_FIELDS",
@@ -78,7 +80,6 @@ _FOLD_ENTRIES = 2
 _FOLD_BYTES = 10 + 17 + 10 + 512
 #: A number's bytes at most (an int64, or an ES6-formatted double).
 _NUMBER = 25
-_PLAIN = frozenset((str, int, float, bool, type(None)))
 _INVALID = re.compile(r"[^A-Za-z0-9]+")
 
 
@@ -175,7 +176,7 @@ def fits(attributes: dict[str, Any], event: str, space: Room) -> bool:
     values = attributes.values()
     return (
         len(attributes) <= space.entries
-        and _PLAIN.issuperset(map(type, values))
+        and PLAIN_TYPES.issuperset(map(type, values))
         and 4 * (sum(map(len, attributes)) + sum(map(len, filter(_is_str, values))) + len(event))
         + (_NUMBER + 4) * len(attributes)
         <= space.bytes
@@ -229,7 +230,7 @@ def fit(attributes: dict[str, Any], event: str, space: Room) -> dict[str, Any]:
         if name is not None:  # a name Loki cannot store is always folded
             costs[key] = cost(name, value, left_entries)
     protected = [k for k in attributes if k in PROTECTED and k in costs]
-    protected = [k for k in protected if type(attributes[k]) in _PLAIN]
+    protected = [k for k in protected if type(attributes[k]) in PLAIN_TYPES]
     keep = set(protected)
     used_e = sum(costs[k][0] for k in protected)
     used_b = sum(costs[k][1] for k in protected)

@@ -29,7 +29,15 @@ import orjson
 from obs._fields import CONTROL_FIELDS, CONTROL_SET, INT_FIELDS, PRIVATE_KEYS, user_fields
 from obs._lokifit import LINE_ROOM, fold_line
 from obs._secrets import close_budget, open_budget
-from obs.encode import MAX_KEY, MAX_STR, json_default, safe_repr, scrub_credentials, to_jsonable
+from obs.encode import (
+    MAX_KEY,
+    MAX_STR,
+    PLAIN_TYPES,
+    json_default,
+    safe_repr,
+    scrub_credentials,
+    to_jsonable,
+)
 from obs.levels import CLASS_NAMES, CRITICAL, ERROR, LEVEL_BY_NAME
 
 if TYPE_CHECKING:
@@ -46,7 +54,6 @@ _LOKI_SMALL = 5 * _LOKI_FIELDS  # a key costs 5 bytes at least: fewer keys than 
 _LOKI_BYTES = LINE_ROOM.bytes // 6
 #: The most a top-level field's metadata may exceed its text in the line (a number).
 _NUMBER_GROWTH = 24
-_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _fold(event_dict: EventDict, out: bytes, option: int, *, finite: bool) -> bytes:
@@ -67,7 +74,7 @@ def _loki_bytes_due(out: bytes, event_dict: EventDict) -> bool:
     of plain fields (a 1 MB string cut to 16 KiB) is not fitted for nothing; a map or a
     list (nested names are prefixed, a list's numbers may grow 4x) is fitted exactly. The
     values' types are looked at, not the line: scanning 16 KiB twice cost 20 us a call."""
-    if not _SCALARS.issuperset(map(type, event_dict.values())):
+    if not PLAIN_TYPES.issuperset(map(type, event_dict.values())):
         return True
     return len(out) + _NUMBER_GROWTH * len(event_dict) > LINE_ROOM.bytes
 
