@@ -18,6 +18,8 @@ __all__ = ["FusedLine"]
 import time
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
 from obs._secrets import bearer_hint, pair_hint
 from obs.callsite import AddCallsite
@@ -25,7 +27,8 @@ from obs.context import any_bound
 from obs.dedup import NOT_PLAIN
 from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
 from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
-from obs.render import PIPE_LINE_MAX, JSONRenderer, TimeStamper, fit_line
+from obs.render import PIPE_LINE_MAX, TimeStamper, fit_line
+from obs.render import _dumps as _line
 
 if TYPE_CHECKING:
     from obs._logger import BoundLogger
@@ -37,7 +40,8 @@ _NOT_PLAIN = CONTROL_SET | NOT_PLAIN | frozenset(PRIVATE_KEYS)
 #: The one type of keyword name the fused path takes: a str subclass (its own hash and
 #: equality could pass the set checks as another name) is renamed by the chain.
 _STR_ONLY = frozenset({str})
-_line = JSONRenderer.line_bytes
+#: What ``JSONRenderer.line_bytes`` calls, called here directly (a frame fewer per line).
+_NEWLINE = orjson.OPT_APPEND_NEWLINE
 #: A longer str value with a pair separator is left to the chain, which bounds what one
 #: call spends looking for secret words (here the test would cost each value in full).
 _HINTED_MAX = 512
@@ -91,20 +95,24 @@ class FusedLine:
             for value in kw.values():  # one pass: a third of the cost of set/map/max/all
                 cls = type(value)
                 if cls is str:
-                    if len(value) >= MAX_STR or (
-                        ("@" in value or (len(value) >= 12 and bearer_hint(value)))
-                        and not value.isidentifier()
-                    ):
+                    if len(value) >= MAX_STR:
                         return False
-                    if (  # has_separator, inlined
-                        "=" in value
-                        or ":" in value
-                        or "," in value
-                        or ("%" in value and ("%3" in value or "%2" in value))
-                        or ("-" in value and (value[0] == "-" or " -" in value))
-                    ) and (len(value) > _HINTED_MAX or pair_hint(value)):
-                        return False  # a secret pair's value (or a long text that may
-                        # hold one): the chain redacts it, within its per-call budget
+                    if not value.isidentifier() and (  # an identifier holds neither a
+                        "@" in value  # credential nor a pair: one C test for most values
+                        or (len(value) >= 12 and bearer_hint(value))
+                        or (
+                            (  # has_separator, inlined
+                                "=" in value
+                                or ":" in value
+                                or "," in value
+                                or ("%" in value and ("%3" in value or "%2" in value))
+                                or ("-" in value and (value[0] == "-" or " -" in value))
+                            )
+                            and (len(value) > _HINTED_MAX or pair_hint(value))
+                        )
+                    ):
+                        return False  # a credential, a secret pair's value (or a long text
+                        # that may hold one): the chain redacts it, within its budget
                 elif cls is float:
                     if value - value != 0.0:  # NaN or inf (inf - inf is NaN): written as null
                         nonfinite = True
@@ -133,8 +141,8 @@ class FusedLine:
         if runtime.captures:
             for capture in runtime.captures:
                 capture.append(dict(ed))
-        output = runtime.output
-        line = _line(ed, finite=not nonfinite, flat=True)  # plain values only (above)
+        output = runtime._output  # the attribute, not the property: a frame fewer
+        line = _line(ed, _NEWLINE, finite=not nonfinite, flat=True)  # plain values only
         shown = line
         if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
             shown = fit_line(ed)  # whole across processes sharing the pipe

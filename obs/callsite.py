@@ -67,9 +67,12 @@ class AddCallsite:
                 self._keep.append(code)
         return hit
 
-    def find_caller(self, depth: int = 1, stacklevel: int = 1) -> FrameType | None:
-        """The first frame outside the ignored modules, ``depth`` frames up or above; with
-        ``stacklevel`` n > 1, the n-th such frame from there (``logging``'s rule)."""
+    def locate(self, depth: int = 1, stacklevel: int = 1) -> Location | None:
+        """The caller's file, line and function: the first frame outside the ignored
+        modules, ``depth`` frames up or above (with ``stacklevel`` n > 1, the n-th such
+        frame: ``logging``'s rule). Cached per code object and instruction, so a call costs
+        the same anywhere in any function; the walk is here, not in a helper (a frame per
+        line less)."""
         try:
             frame: FrameType | None = sys._getframe(depth + 1)
         except ValueError:  # a shallower stack than promised: walk from the start
@@ -86,20 +89,14 @@ class AddCallsite:
                     break
                 stacklevel -= 1  # a frame of the user's helper: its caller is wanted
             frame = frame.f_back
-        return found
-
-    def locate(self, depth: int = 1, stacklevel: int = 1) -> Location | None:
-        """The caller's file, line and function (as :meth:`find_caller` finds it), cached
-        per code object and instruction, so a call costs the same anywhere in any function."""
-        frame = self.find_caller(depth + 1, stacklevel)  # one frame deeper: this one
-        if frame is None:
+        if found is None:
             return None
-        code = frame.f_code
-        key = (id(code), frame.f_lasti)
+        code = found.f_code
+        key = (id(code), found.f_lasti)
         where = self._where.get(key)
         if where is None:
             path = scrub_credentials(code.co_filename)  # as the chain scrubs every value
-            where = (path, frame.f_lineno, getattr(code, "co_qualname", code.co_name))
+            where = (path, found.f_lineno, getattr(code, "co_qualname", code.co_name))
             if id(code) in self._skip and len(self._where) < _MAX_WHERE:  # codes kept alive
                 self._where[key] = where
         return where

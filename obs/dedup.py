@@ -684,8 +684,8 @@ class OnceCache:
         info = resolver.current()
         if resolver.world is not world:  # torch.distributed found just now: check again
             world, pg = resolver.world, _UNSEEN
-        elif world is NOT_IMPORTED and pg is not None:  # imported, not found yet (a thread
-            pg = _UNSEEN  # is importing it): the next hit looks again
+        elif world is NOT_IMPORTED and pg:  # imported, not found yet (a thread is
+            pg = _UNSEEN  # importing it): the next hit looks again
         self._world, self._pg = _UNKNOWN if world is None else world, pg
         if info is self._info:
             return True

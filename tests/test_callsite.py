@@ -190,15 +190,12 @@ class TestAddCallsiteAlone:
 
     def test_depth_past_the_stack_walks_from_the_start(self) -> None:
         """A depth deeper than the stack (a wrong hint) falls back to the plain walk."""
-        frame = AddCallsite().find_caller(10_000)
-        assert frame is not None
+        where = AddCallsite().locate(10_000)
+        assert where is not None
         assert (
             __file__,
             "TestAddCallsiteAlone.test_depth_past_the_stack_walks_from_the_start",
-        ) == (
-            frame.f_code.co_filename,
-            frame.f_code.co_qualname,
-        )
+        ) == (where[0], where[2])
 
     def test_prefix_match_is_by_package(self) -> None:
         """Only ``obs`` and ``obs.*`` are skipped: a module named ``obsidian`` is not."""
