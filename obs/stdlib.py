@@ -139,8 +139,10 @@ class VllmLogger(logging.Logger):
         ) -> None: ...
 
 
-#: The default scope, as the drop-in methods' default (an identity check on the hot path).
+#: The default scope, as the drop-in methods' default (an identity check on the hot path),
+#: and the other scope vLLM's callers pass as a literal (interned: the same object).
 _LOCAL = "local"
+_GLOBAL = "global"
 
 
 def _once_method(level: int, name: str) -> Callable[..., None]:
@@ -161,6 +163,8 @@ def _once_method(level: int, name: str) -> Callable[..., None]:
         if runtime is not None and type(msg) is str:
             if scope is _LOCAL:
                 slot: object = msg
+            elif scope is _GLOBAL:  # OnceCache.slot's answer, without its tests
+                slot = (msg, _GLOBAL)
             elif type(scope) is str:  # OnceCache.slot, inlined: a call fewer per repeat
                 slot = msg if scope == "local" else (msg, scope)
             else:

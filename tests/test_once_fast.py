@@ -508,6 +508,26 @@ class TestScopes:
         assert (["evt", "x %s"] if shown else []) == written
         assert ([6, 6] if shown else []) == sorted(_summaries(read).values())
 
+    @pytest.mark.parametrize("rank", _RANKS)
+    def test_an_equal_scope_text_shares_the_literals_slot(
+        self, configure_json: Configure, rank: tuple[int, int]
+    ) -> None:
+        """The drop-in answers the literal ``"global"`` by identity; an equal text built at
+        run time (another object) is the same scope: one line at most, one count."""
+        read = configure_json()
+        _set_rank(*rank)
+        dropin = init_logger("fast.dropin")
+        built = "".join(["glo", "bal"])  # noqa: FLY002 - another object, the point
+        assert built == "global"
+        assert built is not "global"  # noqa: F632 - the point
+        for i in range(8):
+            dropin.warning_once("x %s", 1, scope="global" if i % 2 else built)
+        assert STATE.runtime is not None
+        shown = obs.scope.scope_allows("global", STATE.runtime.resolver.current())
+        written = [r["event"] for r in read() if r["logger"] != "obs"]
+        assert (["x %s"] if shown else []) == written
+        assert ([7] if shown else []) == list(_summaries(read).values())
+
     @pytest.mark.parametrize("api", ["bound", "dropin"])
     def test_a_rank_change_during_the_decision_is_not_kept(
         self, configure_json: Configure, monkeypatch: pytest.MonkeyPatch, api: str
