@@ -400,12 +400,14 @@ def bench_none_field(loops: int) -> dict[str, Any]:
 
 def bench_large_caller(loops: int) -> dict[str, Any]:
     """The same event logged from a 500-line function vs from a lambda: the callsite must
-    not cost more in a large function (a code object's hash walks all its bytecode)."""
+    not cost more in a large function (a code object's hash walks all its bytecode). The
+    body's lines are expressions, not assignments: 500 local variables would cost every
+    call of the function itself ~190 ns (CPython clears their slots), with or without obs."""
 
     def measure() -> tuple[float, float, float]:
         obs = _configure_obs(stream="stderr")
         namespace: dict[str, Any] = {"__name__": "bench_app", "log": obs.get_logger("bench")}
-        body = "".join(f"        x{i} = ({i}, 's{i}', flag)\n" for i in range(500))
+        body = "".join(f"        str(({i}, 's{i}', flag))\n" for i in range(500))
         source = "def large(flag=False):\n    if flag:\n" + body  # skipped: one jump
         source += "    log.info('request_done', model='llama', tokens=128)\n"
         exec(compile(source, "bench_app.py", "exec"), namespace)
