@@ -40,7 +40,8 @@ _NOT_PLAIN = CONTROL_SET | NOT_PLAIN | frozenset(PRIVATE_KEYS)
 #: The one type of keyword name the fused path takes: a str subclass (its own hash and
 #: equality could pass the set checks as another name) is renamed by the chain.
 _STR_ONLY = frozenset({str})
-#: What ``JSONRenderer.line_bytes`` calls, called here directly (a frame fewer per line).
+#: The option ``JSONRenderer.line_bytes`` passes to the encoder, which this path calls
+#: directly (one frame fewer per line).
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 #: A longer str value with a pair separator is left to the chain, which bounds what one
 #: call spends looking for secret words (here the test would cost each value in full).

@@ -71,8 +71,8 @@ class AddCallsite:
         """The caller's file, line and function: the first frame outside the ignored
         modules, ``depth`` frames up or above (with ``stacklevel`` n > 1, the n-th such
         frame: ``logging``'s rule). Cached per code object and instruction, so a call costs
-        the same anywhere in any function; the walk is here, not in a helper (a frame per
-        line less)."""
+        the same anywhere in any function. The walk is here, not in a helper: one frame
+        fewer per line."""
         try:
             frame: FrameType | None = sys._getframe(depth + 1)
         except ValueError:  # a shallower stack than promised: walk from the start
