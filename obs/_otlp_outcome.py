@@ -27,7 +27,10 @@ from obs.encode import scrub_text
 Spawn = Callable[[Callable[[], object]], threading.Thread]
 #: HTTP answers that no retry of the same request can fix (besides 413, too large).
 _PERMANENT_HTTP = frozenset({400, 422})
-_SIZE_WORDS = ("larger than max", "too large", "exceeds", "message size")
+#: How gRPC's message size limits read (C core, Go: "larger than max"; Java: "exceeds
+#: maximum size"). Not "exceeds" alone: rate limiters say "rate exceeds quota".
+_SIZE_WORDS = ("larger than max", "exceeds max", "too large", "message size")
+_RETRY_INFO = "google.rpc.retryinfo-bin"
 
 
 @dataclasses.dataclass(slots=True)
@@ -247,8 +250,19 @@ def _classify_grpc(error: Any) -> Outcome:
         code, details = error.code(), _text(error.details() or "")
     except Exception:
         return Outcome(ok=False)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and any(
-        word in details.lower() for word in _SIZE_WORDS
+    if (
+        code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and not _retry_info(error)  # the server says: later (throttled, not too large)
+        and any(word in details.lower() for word in _SIZE_WORDS)
     ):
         return Outcome(ok=False, too_large=True, message=details)
     return Outcome(ok=False, permanent=code == grpc.StatusCode.INVALID_ARGUMENT, message=details)
+
+
+def _retry_info(error: Any) -> bool:
+    """Whether the error's trailers carry a RetryInfo: OTLP's sign that RESOURCE_EXHAUSTED
+    is throttling, which passes (a size limit does not)."""
+    try:
+        return any(key == _RETRY_INFO for key, _ in error.trailing_metadata() or ())
+    except Exception:
+        return False

@@ -1,0 +1,209 @@
+"""Odd and hostile collector answers, against real loopback collectors (HTTP and gRPC).
+
+Whatever a collector answers, every record is acknowledged, spooled (and replayed when the
+collector is back) or counted; a record is counted delivered only when the collector took
+it, and lost ("rejected") only when the collector said that asking again cannot succeed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2  # type: ignore[import-untyped]
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from test_otel_rejections import Reports, ev
+
+from obs._otlp_decode import decode_request
+from obs.otel import ExportSink
+from obs.rank import RankResolver
+from obs.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+#: ``answer(names)`` for HTTP: None stores the records and answers 200, else
+#: (status, headers, body) is sent and nothing is stored.
+HTTPAnswer = Callable[[list[str]], "tuple[int, list[tuple[str, str]], bytes] | None"]
+#: ``answer(names)`` for gRPC: None stores the records, else (code, details, RetryInfo
+#: delay in seconds or None) aborts the call and nothing is stored.
+GRPCAnswer = Callable[[list[str]], "tuple[grpc.StatusCode, str, int | None] | None"]
+
+
+class Collector:
+    """A real OTLP collector on loopback (HTTP and gRPC) whose answers the test chooses."""
+
+    def __init__(self) -> None:
+        self.records: list[str] = []
+        self.lock = threading.Lock()
+        self.http_answer: HTTPAnswer = lambda names: None
+        self.grpc_answer: GRPCAnswer = lambda names: None
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
+                names = [str(r["event_name"]) for r in decode_request(request, "http")]
+                answer = collector.http_answer(names)
+                if answer is None:
+                    collector.store(names)
+                    answer = (200, [], b"")
+                status, headers, payload = answer
+                self.send_response(status)
+                for key, value in headers:
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                try:
+                    self.wfile.write(payload)
+                except OSError:  # the client closed a body it would not read
+                    self.close_connection = True
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+        class Servicer(logs_service_pb2_grpc.LogsServiceServicer):
+            def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
+                names = [str(r["event_name"]) for r in decode_request(request, "grpc")]
+                answer = collector.grpc_answer(names)
+                if answer is None:
+                    collector.store(names)
+                    return logs_service_pb2.ExportLogsServiceResponse()
+                code, details, delay = answer
+                if delay is not None:
+                    info = error_details_pb2.RetryInfo(
+                        retry_delay=duration_pb2.Duration(seconds=delay)
+                    )
+                    context.set_trailing_metadata(
+                        [("google.rpc.retryinfo-bin", info.SerializeToString())]
+                    )
+                context.abort(code, details)
+                return None
+
+        self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Servicer(), self.grpc)  # type: ignore[no-untyped-call]
+        self.grpc_port = self.grpc.add_insecure_port("127.0.0.1:0")
+        self.grpc.start()
+
+    def store(self, names: list[str]) -> None:
+        with self.lock:
+            self.records.extend(names)
+
+    def events(self) -> list[str]:
+        with self.lock:
+            return list(self.records)
+
+    def endpoint(self, protocol: str) -> str:
+        if protocol == "grpc":
+            return f"http://127.0.0.1:{self.grpc_port}"
+        return f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def stop(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+        self.grpc.stop(0)
+
+
+@pytest.fixture(scope="module")
+def collector() -> Iterator[Collector]:
+    made = Collector()
+    yield made
+    made.stop()
+
+
+def _settings(spool: Path, endpoint: str, protocol: str, timeout: float = 0.5) -> Settings:
+    return Settings(
+        logs_exporter="otlp",
+        otlp_protocol=protocol,
+        otlp_endpoint=endpoint,
+        otlp_timeout=timeout,
+        spool_dir=str(spool),
+        blrp_schedule_delay_ms=20.0,
+        shutdown_timeout=3.0,
+        service_name="answers-test",
+    )
+
+
+def _sink(settings: Settings) -> tuple[ExportSink, Reports]:
+    reports = Reports()
+    return ExportSink(settings, RankResolver(env={}, host="h"), reports), reports
+
+
+def _log(sink: ExportSink, tag: str, n: int = 4) -> list[str]:
+    """``n`` ERROR and ``n`` INFO records; the ERRORs' names."""
+    errors = []
+    for i in range(n):
+        errors.append(f"{tag}-e{i}")
+        sink(None, "error", ev(f"{tag}-e{i}"))
+        sink(None, "info", ev(f"{tag}-i{i}", logging.INFO))
+    return errors
+
+
+def _deliver_spool(spool: Path, collector: Collector, protocol: str, want: list[str]) -> None:
+    """A new process's sink (the collector answering again) replays the spool."""
+    sink, _ = _sink(_settings(spool, collector.endpoint(protocol), protocol))
+    try:
+        end = time.monotonic() + 30.0
+        while time.monotonic() < end and not set(want) <= set(collector.events()):
+            sink.force_flush(2.0)
+    finally:
+        sink.shutdown(2.0)
+
+
+# -- gRPC RESOURCE_EXHAUSTED: throttling is not "too large" ----------------------------------
+
+_THROTTLES = [
+    "rate limit exceeds quota",
+    "ingestion rate exceeds limit for tenant",
+    "too many requests: per-tenant quota exceeded",
+    "queue size exceeds capacity, retry later",
+]
+
+
+@settings(max_examples=6)
+@given(
+    details=st.sampled_from(_THROTTLES),
+    delay=st.one_of(st.none(), st.integers(min_value=-5, max_value=10**9)),
+)
+def test_grpc_throttling_is_spooled_not_rejected(
+    collector: Collector, tmp_path_factory: pytest.TempPathFactory, details: str, delay: int | None
+) -> None:
+    """RESOURCE_EXHAUSTED from a rate limiter (with or without RetryInfo, whose delay may be
+    negative or far past any deadline) is transient: the ERRORs are spooled and delivered
+    when the collector takes records again, none counted lost. A details text holding a
+    size word ("exceeds") used to read as "request too large": every batch was split down
+    to single records and each given up as ``rejected``, lost for good."""
+    spool = tmp_path_factory.mktemp("throttle") / "spool"
+    collector.grpc_answer = lambda names: (grpc.StatusCode.RESOURCE_EXHAUSTED, details, delay)
+    sink, _ = _sink(_settings(spool, collector.endpoint("grpc"), "grpc"))
+    try:
+        errors = _log(sink, f"t{time.monotonic_ns()}")
+        flushed = sink.force_flush(3.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.grpc_answer = lambda names: None
+    stats = sink.stats()
+    assert (False, {}, len(errors)) == (
+        flushed,
+        {k: v for k, v in stats["dropped_by_reason"].items() if k != "export_failed"},
+        stats["spooled"],
+    )
+    _deliver_spool(spool, collector, "grpc", errors)
+    assert set(errors) <= set(collector.events())
