@@ -7,6 +7,7 @@ it, and lost ("rejected") only when the collector said that asking again cannot 
 
 from __future__ import annotations
 
+import gzip
 import logging
 import threading
 import time
@@ -207,3 +208,61 @@ def test_grpc_throttling_is_spooled_not_rejected(
     )
     _deliver_spool(spool, collector, "grpc", errors)
     assert set(errors) <= set(collector.events())
+
+
+# -- HTTP: a body that is too large to read --------------------------------------------------
+
+_BIG = 64 << 20  # far past any OTLP answer (a few hundred bytes)
+
+
+def _zeros_answer(status: int, *, gzipped: bool) -> tuple[int, list[tuple[str, str]], bytes]:
+    if gzipped:  # 64 MiB of zeros in 64 KiB on the wire
+        return status, [("Content-Encoding", "gzip")], gzip.compress(b"\0" * _BIG)
+    return status, [], b"\0" * _BIG
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_http_huge_answer_body_is_not_read_whole(
+    collector: Collector, tmp_path: Path, gzipped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 200 whose body is 64 MiB (or a gzip bomb inflating to it) is a delivery read no
+    further than an OTLP answer can be; a 503 with one is a failure (spooled). The
+    client read the whole body into memory first, however large (a 400 MiB body took
+    860 MB of RSS), and parsed it as a response."""
+    big = _zeros_answer(200, gzipped=gzipped)
+    stored: list[str] = []
+
+    def answer(names: list[str]) -> tuple[int, list[tuple[str, str]], bytes]:
+        stored.extend(names)
+        return big
+
+    import requests
+
+    read: list[int] = []
+    real_content = requests.Response.content
+
+    def content(self: requests.Response) -> bytes:
+        body: bytes = real_content.fget(self)  # type: ignore[attr-defined]
+        read.append(len(body))
+        return body
+
+    monkeypatch.setattr(requests.Response, "content", property(content))
+    collector.http_answer = answer
+    sink, _ = _sink(
+        _settings(tmp_path / "spool", collector.endpoint("http/protobuf"), "http/protobuf", 5.0)
+    )
+    try:
+        errors = _log(sink, f"h{time.monotonic_ns()}")
+        flushed = sink.force_flush(10.0)
+        refusal = _zeros_answer(503, gzipped=gzipped)
+        collector.http_answer = lambda names: refusal
+        later = _log(sink, f"l{time.monotonic_ns()}")
+        refused = sink.force_flush(3.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+    stats = sink.stats()
+    assert (True, False, 8, len(later)) == (flushed, refused, stats["exported"], stats["spooled"])
+    assert set(errors) <= set(stored)
+    assert read
+    assert max(read) <= 1 << 20
