@@ -41,7 +41,7 @@ class Outcome:
     too_large: bool = False  # split the batch and retry the halves
     permanent: bool = False  # retrying the same records cannot succeed
     rejected: int = 0  # partial_success.rejected_log_records of an accepted request
-    message: str = ""  # the collector's words (scrubbed, bounded)
+    message: str = ""  # the answer: status or code, the collector's words (scrubbed, bounded)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -128,10 +128,18 @@ def _classify_http(result: Any) -> Outcome | None:
         return None
     if 200 <= status < 300:
         return _partial(result.content())
-    message = _http_message(result)
+    message = _http_answer(status, result)
     if status == 413:
         return Outcome(ok=False, too_large=True, message=message)
     return Outcome(ok=False, permanent=status in _PERMANENT_HTTP, message=message)
+
+
+def _http_answer(status: int, result: Any) -> str:
+    """``HTTP 401 Unauthorized: <the collector's message>``, scrubbed and bounded."""
+    reason = _text(getattr(result, "reason", "") or "")[:100]
+    head = f"HTTP {status} {reason}".rstrip()
+    words = _http_message(result)
+    return _text(f"{head}: {words}") if words and words != reason else head
 
 
 def _http_message(result: Any) -> str:
@@ -150,7 +158,7 @@ def _http_message(result: Any) -> str:
         except Exception:  # noqa: S110 - not protobuf: use the text
             pass
         return _text(body.decode("utf-8", "replace").strip())
-    return _text(getattr(result, "reason", "") or f"HTTP {result.status_code}")
+    return ""
 
 
 def _partial(body: bytes) -> Outcome:
@@ -248,6 +256,7 @@ def _classify_grpc(error: Any) -> Outcome:
 
     try:
         code, details = error.code(), _text(error.details() or "")
+        message = _text(f"{code.name}: {details}" if details else code.name)
     except Exception:
         return Outcome(ok=False)
     if (
@@ -255,8 +264,8 @@ def _classify_grpc(error: Any) -> Outcome:
         and not _retry_info(error)  # the server says: later (throttled, not too large)
         and any(word in details.lower() for word in _SIZE_WORDS)
     ):
-        return Outcome(ok=False, too_large=True, message=details)
-    return Outcome(ok=False, permanent=code == grpc.StatusCode.INVALID_ARGUMENT, message=details)
+        return Outcome(ok=False, too_large=True, message=message)
+    return Outcome(ok=False, permanent=code == grpc.StatusCode.INVALID_ARGUMENT, message=message)
 
 
 def _retry_info(error: Any) -> bool:

@@ -5,7 +5,7 @@ poisoned record never blocks the ones behind it), or disposed of: spooled or cou
 
 from __future__ import annotations
 
-__all__ = ["Delivery", "Disposer"]
+__all__ = ["Delivery", "Disposer", "failure_text"]
 
 import time
 from collections.abc import Callable, Sequence
@@ -25,10 +25,20 @@ if TYPE_CHECKING:
     from obs._reentry import MarkedLock
 
 
+def failure_text(target: str, directory: str, answer: str) -> str:
+    """obs' report of a failed export: where to, what the collector (or the client)
+    answered, so that a wrong token reads differently from a collector that is down."""
+    why = f" ({answer})" if answer else ""
+    return (
+        f"OTLP export to {target} failed{why}; WARNING+ records are spooled to "
+        f"{directory} and replayed when it is reachable again"
+    )
+
+
 class Delivery:
     """Sends records (class, record) for one sink; counts and notes rejections."""
 
-    __slots__ = ("_acct", "_lock", "_transport")
+    __slots__ = ("_acct", "_lock", "_transport", "last_failure")
 
     def __init__(
         self,
@@ -39,6 +49,8 @@ class Delivery:
         self._transport = transport
         self._acct = accounting
         self._lock = lock
+        #: What the collector (or the client) answered to the last failed request.
+        self.last_failure = ""
 
     def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
@@ -78,6 +90,7 @@ class Delivery:
                     self._reject(part, min(outcome.rejected, len(part)), outcome.message)
                 continue
             if not (outcome.too_large or outcome.permanent):
+                self.last_failure = outcome.message
                 return delivered, [r for p in [part, *reversed(parts)] for r in p]
             if len(part) > 1:
                 mid = len(part) // 2

@@ -90,7 +90,9 @@ def _request_timeout_setter(exporter: LogRecordExporter) -> Callable[[float], No
     return None
 
 
-def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes], bool] | None:
+def _wire_path(
+    exporter: LogRecordExporter, encoder: Encoder
+) -> Callable[[bytes], tuple[bool, str]] | None:
     """Let the SDK's OTLP exporter send bytes from :mod:`obs.otlp_wire` instead of
     building messages with ``encode_logs`` (6x the encoding cost).
 
@@ -99,21 +101,24 @@ def _wire_path(exporter: LogRecordExporter, encoder: Encoder) -> Callable[[bytes
     sender. gRPC: the exporter's ``_translate_data`` parses our bytes into its request
     (C speed) and it sends as usual; returns None. 1.45's private names; where they are
     missing the exporter encodes as it always did (``_ExporterTransport.wire`` tells which).
+    The HTTP sender returns (success, the client's error: why no answer came).
     """
     module = type(exporter).__module__
     client = getattr(exporter, "_client", None)
     if module.startswith("opentelemetry.exporter.otlp.proto.http") and _takes_data(client):
         limit = getattr(exporter, "_max_request_size", 0)
 
-        def send(data: bytes) -> bool:
+        def send(data: bytes) -> tuple[bool, str]:
             if getattr(exporter, "_shutdown", False):
-                return False
+                return False, "the exporter is shut down"
             if isinstance(limit, int) and 0 < limit < len(data):
                 raise _RequestTooLarge(f"OTLP request of {len(data)} bytes exceeds {limit}")
-            success = getattr(client.export(data), "success", None)  # type: ignore[union-attr]
+            result = client.export(data)  # type: ignore[union-attr]
+            success = getattr(result, "success", None)
             if not isinstance(success, bool):
                 raise _WireUnsupported("the SDK HTTP client answered without .success")
-            return success
+            error = getattr(result, "error", None)
+            return success, "" if error is None else f"{type(error).__name__}: {error}"
 
         return send
     if module.startswith("opentelemetry.exporter.otlp.proto.grpc") and hasattr(
@@ -192,10 +197,11 @@ class ExporterTransport:
         if box is not None:
             box.answer = None
         ok: bool | None = None
+        why = ""  # the client's error when no answer came
         try:
             if self._send_bytes is not None:
                 try:
-                    ok = self._send_bytes(_encoded(self._encoder, batch))
+                    ok, why = self._send_bytes(_encoded(self._encoder, batch))
                 except _RequestTooLarge as exc:
                     return Outcome(ok=False, too_large=True, message=str(exc))
                 except _WireUnsupported:  # from now on the exporter encodes and sends itself
@@ -207,10 +213,10 @@ class ExporterTransport:
             return Outcome(ok=False, permanent=True, message=scrub_text(str(exc)))
         answer = box.answer if box is not None else None
         if answer is None:
-            return Outcome(ok=ok)
+            return Outcome(ok=ok, message="" if ok else scrub_text(why)[:500])
         if ok and not answer.ok:  # the HTTP client calls any status below 400 a success:
             return answer  # a 3xx stored nothing, and our reading of it says why
-        return answer if answer.ok == ok else Outcome(ok=ok)
+        return answer if answer.ok == ok else Outcome(ok=ok, message=answer.message)
 
     def interrupt(self) -> None:
         """Abort an export in its retry sleep (the exporter is unusable afterwards)."""

@@ -20,7 +20,7 @@ from obs._reentry import LOCAL, MarkedLock
 from obs._spool import ReplayResult, Spool
 from obs.levels import CLASS_NAMES, WARNING_CLASS
 from obs.otel.accounting import Accounting, Report
-from obs.otel.delivery import Delivery, Disposer
+from obs.otel.delivery import Delivery, Disposer, failure_text
 from obs.otel.records import Captured, Payload, RecordBuilder
 from obs.otel.state import CLOSING_PHASES, Collector, Phase, Signal, State, transition
 from obs.otel.transport import ExportThread, Transport, bounded, endpoint_text
@@ -464,10 +464,7 @@ class ExportWorker:
 
     def _failure_text(self) -> str:
         target = endpoint_text(self._settings.otlp_logs_url) or self.mode
-        return (
-            f"OTLP export to {target} failed; WARNING+ records are spooled to "
-            f"{self._spool.directory} and replayed when it is reachable again"
-        )
+        return failure_text(target, self._spool.directory, self._delivery.last_failure)
 
     def _replay(self, timeout: float) -> None:
         """Replay the spool through the transport (another process may hold the lock)."""

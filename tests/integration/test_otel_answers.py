@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
@@ -266,3 +266,74 @@ def test_http_huge_answer_body_is_not_read_whole(
     assert set(errors) <= set(stored)
     assert read
     assert max(read) <= 1 << 20
+
+
+# -- a failed export's report says what the collector answered -------------------------------
+
+_SECRET = "sk-live-0123456789abcdef"
+_HTTP_TRANSIENT = [102, 103, 302, 304, 401, 403, 404, 405, 408, 418, 429, 499, 500, 502, 503, 599]
+_GRPC_TRANSIENT = [
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNIMPLEMENTED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.DATA_LOSS,
+]
+
+
+def _failure_report(reports: Reports) -> str:
+    texts = [
+        str(f.get("error_message"))
+        for name, _, f in reports.calls
+        if name == "obs_internal_error" and f.get("error_type") == "ExportFailed"
+    ]
+    assert len(texts) == 1, reports.calls
+    return texts[0]
+
+
+@settings(max_examples=8)
+@given(
+    protocol=st.sampled_from(["grpc", "http/protobuf"]),
+    http_status=st.sampled_from(_HTTP_TRANSIENT),
+    grpc_code=st.sampled_from(_GRPC_TRANSIENT),
+)
+def test_failed_export_reports_the_collectors_answer(
+    collector: Collector,
+    tmp_path_factory: pytest.TempPathFactory,
+    protocol: str,
+    http_status: int,
+    grpc_code: grpc.StatusCode,
+) -> None:
+    """A collector refusing with a status that is not permanent (401, 404, 503,
+    UNAUTHENTICATED, ...): the ERRORs are spooled and delivered by the next process once
+    it answers, and obs' report of the failure names the answer (status or code and the
+    collector's message, scrubbed). The report said only "export failed": an operator
+    could not tell a wrong token from a collector that is down."""
+    spool = tmp_path_factory.mktemp("answer") / "spool"
+    text = f"tenant refused: token={_SECRET}"
+    body = status_pb2.Status(code=16, message=text).SerializeToString()
+    collector.http_answer = lambda names: (http_status, [], body)
+    collector.grpc_answer = lambda names: (grpc_code, text, None)
+    sink, reports = _sink(_settings(spool, collector.endpoint(protocol), protocol))
+    try:
+        errors = _log(sink, f"a{time.monotonic_ns()}")
+        flushed = sink.force_flush(3.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+        collector.grpc_answer = lambda names: None
+    stats = sink.stats()
+    assert (False, len(errors), 0) == (flushed, stats["spooled"], stats["exported"])
+    report = _failure_report(reports)
+    code = grpc_code.name if protocol == "grpc" else f"HTTP {http_status}"
+    assert code in report
+    if protocol == "grpc" or not (http_status < 200 or http_status == 304):  # no body
+        assert "tenant refused" in report
+    assert _SECRET not in repr(reports.calls)
+    _deliver_spool(spool, collector, protocol, errors)
+    assert set(errors) <= set(collector.events())
