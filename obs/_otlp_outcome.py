@@ -16,6 +16,7 @@ from __future__ import annotations
 
 __all__ = ["Outcome", "install_grpc_probe", "install_http_probe"]
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable
@@ -105,7 +106,29 @@ class _HTTPProbe:
             self._box.answer = _classify_http(result)
         except Exception:  # a body we cannot read: plain ok / not ok
             self._box.answer = None
+        _drop_unreadable_retry_after(result)
         return result
+
+
+def _drop_unreadable_retry_after(result: Any) -> None:
+    """Remove a ``Retry-After`` the SDK's parser would raise on (an HTTP-date whose numbers
+    overflow a C int raises OverflowError, which it does not catch): the answer is then a
+    plain retryable status, not an exception out of the exporter."""
+    from email.utils import parsedate_to_datetime  # noqa: PLC0415
+
+    try:
+        headers = result.headers()
+        value = headers.get("retry-after")
+        if value is None:
+            return
+        try:
+            float(value)
+        except ValueError:
+            with contextlib.suppress(TypeError, ValueError):
+                parsedate_to_datetime(value.strip()).timestamp()
+    except Exception:
+        with contextlib.suppress(Exception):
+            del headers["retry-after"]
 
 
 def _timed_out(why: str) -> Any:

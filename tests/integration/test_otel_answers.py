@@ -21,7 +21,7 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from test_otel_rejections import Reports, ev
@@ -337,3 +337,50 @@ def test_failed_export_reports_the_collectors_answer(
     assert _SECRET not in repr(reports.calls)
     _deliver_spool(spool, collector, protocol, errors)
     assert set(errors) <= set(collector.events())
+
+
+# -- HTTP Retry-After: any value ------------------------------------------------------------
+
+_PRINTABLE = st.characters(min_codepoint=32, max_codepoint=126)
+_RETRY_AFTERS = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+    st.text(_PRINTABLE, max_size=40),
+    st.builds(
+        "{}, {} {} {} {}:{}:{} {}".format,
+        st.sampled_from(["Mon", "Sun", "Xyz"]),
+        st.integers(min_value=-(10**25), max_value=10**25),
+        st.sampled_from(["Jan", "Dec", "Foo"]),
+        st.integers(min_value=-(10**25), max_value=10**25),
+        *[st.integers(min_value=-(10**25), max_value=10**25)] * 3,
+        st.sampled_from(["GMT", "+0000", "-9999", "+99999999999999999999"]),
+    ),
+)
+
+
+@settings(max_examples=12)
+@given(status=st.sampled_from([429, 502, 503, 504]), retry_after=_RETRY_AFTERS)
+@example(status=503, retry_after="Mon, 01 Jan 99999999999999999999 00:00:00 GMT")
+@example(status=429, retry_after="Mon, 01 Jan 2026 99999999999:00:00 GMT")
+@example(status=503, retry_after="Mon, 01 Jan 2026 00:00:00 +99999999999999999")
+@example(status=502, retry_after="999999999999")
+@example(status=504, retry_after="-1")
+def test_any_retry_after_is_a_plain_transient_failure(
+    collector: Collector, tmp_path_factory: pytest.TempPathFactory, status: int, retry_after: str
+) -> None:
+    """A retryable status whose ``Retry-After`` is huge, negative, a date out of range or
+    garbage: the ERRORs are spooled and the failure reported as that status, nothing
+    else. A date whose numbers overflow a C long raised OverflowError out of the SDK's
+    parser, reported as an obs internal error instead of the collector's answer."""
+    spool = tmp_path_factory.mktemp("retry_after") / "spool"
+    collector.http_answer = lambda names: (status, [("Retry-After", retry_after)], b"")
+    sink, reports = _sink(_settings(spool, collector.endpoint("http/protobuf"), "http/protobuf"))
+    try:
+        errors = _log(sink, f"r{time.monotonic_ns()}", n=2)
+        flushed = sink.force_flush(3.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+    kinds = [f.get("error_type") for name, _, f in reports.calls if name == "obs_internal_error"]
+    assert (False, len(errors), ["ExportFailed"]) == (flushed, sink.stats()["spooled"], kinds)
+    assert f"HTTP {status}" in _failure_report(reports)
