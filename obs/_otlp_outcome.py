@@ -74,18 +74,26 @@ class _HTTPProbe:
     the request: a collector that trickles its answer (a byte or a header line at a time)
     held the export thread forever, so nothing was spooled or delivered after it."""
 
-    def __init__(self, inner: Any, box: _Box, spawn: Spawn | None = None) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        box: _Box,
+        spawn: Spawn | None = None,
+        abort: Callable[[threading.Thread], None] | None = None,
+    ) -> None:
         self._inner = inner
         self._box = box
         self._spawn = spawn
+        self._abort = abort
         self._stuck: threading.Thread | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def _bounded(self, *args: Any, **kwargs: Any) -> Any:
-        """The inner request, run on a helper thread and given up after its timeout (the
-        helper is left to end when the socket does; none is started while one is stuck)."""
+        """The inner request, run on a helper thread and given up after its timeout: its
+        connection is closed under it (``abort``), so the helper ends; one that does not
+        is left to end when its socket does, and none is started while one is stuck."""
         timeout = kwargs.get("timeout")
         if self._spawn is None or not isinstance(timeout, (int, float)):
             return self._inner.request(*args, **kwargs)
@@ -97,7 +105,11 @@ class _HTTPProbe:
         thread.join(max(float(timeout), 0.0) + _GRACE)
         if got:
             return got[0]
-        self._stuck = thread
+        if self._abort is not None:  # whatever the helper makes of the cut answer, it
+            with contextlib.suppress(Exception):  # came too late: a failure (re-sent)
+                self._abort(thread)
+            thread.join(_GRACE)
+        self._stuck = thread if thread.is_alive() else None
         return _timed_out(f"no complete answer within {float(timeout):.2f} s")
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
@@ -205,16 +217,20 @@ def _from_response(response: Any) -> Outcome:
     )
 
 
-def install_http_probe(exporter: Any, spawn: Spawn | None = None) -> _Box | None:
+def install_http_probe(
+    exporter: Any,
+    spawn: Spawn | None = None,
+    abort: Callable[[threading.Thread], None] | None = None,
+) -> _Box | None:
     """Put a probe on an SDK HTTP exporter's transport; None when its internals differ.
     ``spawn(fn)`` starts a thread running ``fn``: each request then runs on one, bounded
-    by its timeout."""
+    by its timeout; ``abort(thread)`` closes the connection of a request given up on."""
     client = getattr(exporter, "_client", None)
     inner = getattr(client, "_transport", None)
     if inner is None or not callable(getattr(inner, "request", None)):
         return None
     box = _Box()
-    client._transport = _HTTPProbe(inner, box, spawn)  # type: ignore[union-attr]
+    client._transport = _HTTPProbe(inner, box, spawn, abort)  # type: ignore[union-attr]
     return box
 
 

@@ -25,6 +25,8 @@ from obs._otlp_outcome import Outcome, install_grpc_probe, install_http_probe
 from obs._sigmask import held
 from obs.encode import scrub_text
 from obs.errors import ConfigError
+from obs.otel.http_session import abort_request
+from obs.otel.http_session import session as _session
 from obs.otel.records import SCOPE
 from obs.otlp_wire import Encoder
 from obs.settings import Settings
@@ -186,7 +188,7 @@ class ExporterTransport:
         module = type(exporter).__module__
         self._box = None
         if module.startswith("opentelemetry.exporter.otlp.proto.http"):
-            self._box = install_http_probe(exporter, _spawn)
+            self._box = install_http_probe(exporter, _spawn, abort_request)
         elif module.startswith("opentelemetry.exporter.otlp.proto.grpc"):
             self._box = install_grpc_probe(exporter)
 
@@ -366,74 +368,6 @@ def _build_exporter(settings: Settings) -> LogRecordExporter:
         compression=Compression.Gzip if gzip else Compression.NoCompression,
         session=_session(pin_ca=bool(settings.otlp_certificate)),
     )
-
-
-#: The most of an HTTP answer's body read (decoded): an OTLP answer is a few hundred bytes;
-#: a collector or proxy answering a huge body or a gzip bomb held it all in memory.
-_MAX_ANSWER = 256 * 1024
-
-
-def _read_capped(response: Any) -> bytes:
-    """The body, decoded, read no further than ``_MAX_ANSWER`` bytes: a 2xx's body
-    past that is dropped (a 2xx is a delivery, whatever its body), another status's is
-    cut there (the collector's message is at its start)."""
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(64 * 1024):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > _MAX_ANSWER:
-            response.close()  # closes the connection: the rest is never read
-            if 200 <= response.status_code < 300:
-                return b""
-            break
-    return b"".join(chunks)[:_MAX_ANSWER]
-
-
-def _session(*, pin_ca: bool) -> Any:
-    """The requests Session of the HTTP exporter.
-
-    A 2xx answer is the collector's word that it stored the request: a body the client
-    cannot decode (``Content-Encoding: gzip`` over plain bytes) or read to its end (the
-    connection reset after the status line) leaves the answer a 2xx with an empty body,
-    not a failure that would send the stored records again. A body is read no further
-    than ``_MAX_ANSWER`` bytes, decoded (a longer one's connection is closed). With
-    ``pin_ca`` the CA stays
-    the configured one: requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a
-    session's ``verify`` (psf/requests#3829), so on hosts that set them (most CI images,
-    corporate machines) the exporter would ignore OTEL_EXPORTER_OTLP_CERTIFICATE.
-    """
-    import requests  # noqa: PLC0415 - the HTTP exporter's own dependency
-
-    unreadable = (
-        requests.exceptions.ContentDecodingError,
-        requests.exceptions.ChunkedEncodingError,
-        requests.exceptions.ConnectionError,
-    )
-
-    class Session(requests.Session):
-        def merge_environment_settings(self, *args: Any, **kwargs: Any) -> Any:
-            merged = super().merge_environment_settings(*args, **kwargs)
-            if pin_ca:
-                merged["verify"] = self.verify
-            return merged
-
-        def send(self, request: Any, **kwargs: Any) -> Any:
-            if kwargs.get("stream"):
-                return super().send(request, **kwargs)
-            response = super().send(request, **{**kwargs, "stream": True})
-            try:
-                body = _read_capped(response)
-            except unreadable:
-                if not 200 <= response.status_code < 300:
-                    raise
-                response._content, response._content_consumed = b"", True
-                response.close()
-                return response
-            response._content, response._content_consumed = body, True
-            return response
-
-    return Session()
 
 
 #: Old names (tests import them).

@@ -384,3 +384,71 @@ def test_any_retry_after_is_a_plain_transient_failure(
     kinds = [f.get("error_type") for name, _, f in reports.calls if name == "obs_internal_error"]
     assert (False, len(errors), ["ExportFailed"]) == (flushed, sink.stats()["spooled"], kinds)
     assert f"HTTP {status}" in _failure_report(reports)
+
+
+# -- HTTP: one connection that trickles for ever ---------------------------------------------
+
+
+class _OneTrickle(BaseHTTPRequestHandler):
+    """Stores every request; answers the first one 200 and then its body a byte every
+    0.1 s for as long as the server lives (a collector or proxy stuck streaming one
+    answer), the others at once."""
+
+    server: Any
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
+        with self.server.lock:
+            first = not self.server.requests
+            self.server.requests += 1
+            self.server.events.extend(str(r["event_name"]) for r in decode_request(request, "http"))
+        if not first:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+        try:
+            while not self.server.done.is_set():
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            self.server.cut.set()  # the client gave up on it and closed the connection
+        self.close_connection = True
+
+
+def test_one_trickling_answer_does_not_strand_delivery(tmp_path: Path) -> None:
+    """A request whose answer trickles for ever is given up after its timeout and its
+    connection closed: the records after it are delivered (over a new connection). The
+    abandoned request kept reading, and no request was sent while it did: nothing was
+    delivered for as long as that one connection trickled, every ERROR sat in the
+    spool."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OneTrickle)
+    server.daemon_threads = True
+    server.events, server.lock, server.requests = [], threading.Lock(), 0  # type: ignore[attr-defined]
+    server.done, server.cut = threading.Event(), threading.Event()  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    sink, _ = _sink(_settings(tmp_path / "spool", endpoint, "http/protobuf"))
+    sent = ["first", *(f"later{i}" for i in range(5))]
+    try:
+        sink(None, "error", ev(sent[0]))
+        sink.force_flush(3.0)
+        for name in sent[1:]:
+            sink(None, "error", ev(name))
+        end = time.monotonic() + 30.0
+        while time.monotonic() < end and len(set(server.events)) < len(sent):  # type: ignore[attr-defined]
+            sink.force_flush(1.0)
+        cut = server.cut.wait(10.0)  # type: ignore[attr-defined]
+    finally:
+        sink.shutdown(2.0)
+        server.done.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+    assert (sorted(sent), True) == (sorted(set(server.events)), cut)  # type: ignore[attr-defined]
