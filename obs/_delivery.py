@@ -30,10 +30,11 @@ def delivery_report(
     not_written: int = 0,
 ) -> dict[str, Any]:
     """Where to, records sent (queued for export), acknowledged by the collector, spooled,
-    dropped, still queued, and spool lines of another format version kept unreplayed
-    (``spool_kept``), from ``stats`` (None: not exporting); ``not_written``: lines
-    no console or ``OBS_FILE`` took (a broken sink, re-entrant overflow); ``folded``:
-    exported records and ``folded_lines``: JSON lines folded to fit Loki's limits."""
+    dropped, still queued, in flight (being exported or spooled), and spool lines of
+    another format version kept unreplayed (``spool_kept``), from ``stats`` (None: not
+    exporting); ``not_written``: lines no console or ``OBS_FILE`` took (a broken sink,
+    re-entrant overflow); ``folded``: exported records and ``folded_lines``: JSON lines
+    folded to fit Loki's limits."""
     url = settings.otlp_logs_url
     out: dict[str, Any] = {
         "exporting": stats is not None,
@@ -48,6 +49,7 @@ def delivery_report(
         spooled=int(stats.get("spooled", 0)),
         dropped=sum(int(n) for n in dropped.values()),
         queued=int(stats.get("queued", 0)),
+        in_flight=int(stats.get("in_flight", 0)),
         spool_kept=int(stats.get("spool_kept", 0)),
         unexported_after_shutdown=unexported_after_shutdown,
         not_written=not_written,

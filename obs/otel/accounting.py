@@ -80,15 +80,18 @@ class Counters:
             per_level = table.setdefault(reason, {})
             per_level[name] = per_level.get(name, 0) + n
 
-    def snapshot(self, *, queued: int) -> dict[str, Any]:
-        """Delivery counters: queued, enqueued, exported, dropped per level (and per
-        reason), spooled, replayed, failed exports, corrupt spool lines."""
+    def snapshot(self, *, queued: int, in_flight: int = 0) -> dict[str, Any]:
+        """Delivery counters: queued, in flight (taken from the queue: being exported or
+        spooled), enqueued, exported, dropped per level (and per reason), spooled,
+        replayed, failed exports, corrupt spool lines. enqueued = exported + spooled +
+        dropped + queued + in flight (while no spooled record is replayed and given up)."""
         per_level: dict[str, int] = {}
         for table in self.dropped.values():
             for name, n in table.items():
                 per_level[name] = per_level.get(name, 0) + n
         return {
             "queued": queued,
+            "in_flight": in_flight,
             "enqueued": self.enqueued,
             "exported": self.exported,
             "dropped": per_level,

@@ -146,7 +146,7 @@ class ExportWorker:
         self._delivery = Delivery(lambda: self._transport, self._acct, self._lock)
         self._disposer = Disposer(self._builder, self._spool, self._acct, self._lock)
         self._thread: ExportThread | None = None
-        self._inflight: list[tuple[int, Captured]] | None = None
+        self._inflight: Sequence[tuple[int, Payload]] | None = None
         self._state = State(Phase.RUNNING, Collector.UP)
         self._disposing = False
         self._final_reported = False
@@ -444,6 +444,7 @@ class ExportWorker:
                 return
             self._acct.counters.failed_exports += 1
             self._enter_backoff_locked(now)
+            self._inflight = undelivered  # (not what the collector took) until spooled
             self._disposing = True  # flush waits for the spool write below
         try:
             self._dispose(records, "export_failed")
@@ -677,4 +678,5 @@ class ExportWorker:
     def stats(self) -> dict[str, Any]:
         """Delivery counters (see :meth:`~obs.otel.accounting.Counters.snapshot`)."""
         with self._lock:
-            return self._acct.counters.snapshot(queued=len(self._queue))
+            held = len(self._inflight or ()) + len(self._ahead) + len(self._ahead_held or ())
+            return self._acct.counters.snapshot(queued=len(self._queue), in_flight=held)

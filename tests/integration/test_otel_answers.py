@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from test_otel_rejections import Reports, ev
 
+from obs._delivery import delivery_report
 from obs._otlp_decode import decode_request
 from obs.otel import ExportSink
 from obs.rank import RankResolver
@@ -452,3 +453,58 @@ def test_one_trickling_answer_does_not_strand_delivery(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     assert (sorted(sent), True) == (sorted(set(server.events)), cut)  # type: ignore[attr-defined]
+
+
+# -- counts add up while a request is in flight ----------------------------------------------
+
+
+def _unaccounted(stats: dict[str, Any]) -> int:
+    """Records sent that no count holds: sent - acknowledged - spooled - dropped - queued
+    - in flight (``obs.delivery()``'s identity)."""
+    report = delivery_report(Settings(), stats, 0)
+    return int(
+        report["sent"]
+        - report["acknowledged"]
+        - report["spooled"]
+        - report["dropped"]
+        - report["queued"]
+        - report.get("in_flight", 0)
+    )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_counts_add_up_while_the_collector_stalls(
+    collector: Collector, tmp_path: Path, protocol: str
+) -> None:
+    """A collector that takes a request and stalls before answering: while it stalls,
+    every record sent is acknowledged, spooled, dropped, queued or in flight, and the
+    batch it holds is in flight; once it answers, the counts add up the same way. The
+    batch being exported was in no count: ``obs.delivery()`` did not add up."""
+    release, got = threading.Event(), threading.Event()
+
+    def stall(names: list[str]) -> None:
+        got.set()
+        release.wait(60.0)  # then stored and answered as usual
+
+    collector.http_answer = stall
+    collector.grpc_answer = stall
+    sink, _ = _sink(_settings(tmp_path / "spool", collector.endpoint(protocol), protocol, 30.0))
+    try:
+        errors = _log(sink, f"s{time.monotonic_ns()}", n=3)
+        assert got.wait(30.0)
+        stalled = sink.stats()
+        release.set()
+        flushed = sink.force_flush(30.0)
+        after = sink.stats()
+    finally:
+        release.set()
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+        collector.grpc_answer = lambda names: None
+    assert (0, True, True, 0) == (
+        _unaccounted(stalled),
+        stalled.get("in_flight", 0) > 0,
+        flushed,
+        _unaccounted(after),
+    )
+    assert set(errors) <= set(collector.events())
