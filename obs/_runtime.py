@@ -155,6 +155,7 @@ class Runtime:
                 self.resolver,
                 self.ship_level if shipping else None,
                 on_bad_argument=self._bad_argument,
+                policy=policy,
             ),
             Dedup(self.deduper, self._bad_argument, policy),
             callsite := AddCallsite(),
