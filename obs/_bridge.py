@@ -98,7 +98,9 @@ def log_record(holder: BridgeHolder, record: logging.LogRecord) -> None:
     """Hand ``record`` to the current runtime (the OTel SDK's own records not exported)."""
     setattr(record, HANDLED, True)
     runtime = holder.runtime or holder.ensure()
-    export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
+    name = record.name  # a record rebuilt by makeLogRecord may have none (None)
+    own = type(name) is str and name.startswith(_NO_EXPORT_PREFIXES)
+    export = not own and not _in_export_thread()
     runtime.log_record(record, export=export)
 
 

@@ -92,3 +92,40 @@ def test_a_plain_multiline_message_is_unchanged() -> None:
     """Only an appended traceback or stack is cut off the event: other lines stay."""
     events = _through_a_queue(lambda log: log.error("first line\nsecond line"))
     assert ["first line\nsecond line"] == [e["event"] for e in events]
+
+
+ODD = st.one_of(
+    st.none(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=10),
+    st.binary(max_size=5),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+_REBUILT = ["name", "pathname", "lineno", "funcName", "created", "levelname", "module",
+            "thread", "process", "stack_info", "msecs", "args", "exc_info", "exc_text",
+            "levelno"]  # fmt: skip
+
+
+@settings(max_examples=80)
+@given(attributes=st.dictionaries(st.sampled_from(_REBUILT), ODD))
+def test_rebuilt_records_with_odd_attributes_keep_the_alert(attributes: dict[str, Any]) -> None:
+    """A record rebuilt by ``logging.makeLogRecord`` (a SocketHandler's or a queue's receiver)
+    with odd attribute types is written with its event: ``name=None`` was dropped (the
+    handler's export check read ``record.name.startswith``)."""
+    obs.configure(stream="none", sdk_disabled=True)
+    try:
+        (handler,) = [h for h in logging.getLogger().handlers if isinstance(h, ObsHandler)]
+        record = logging.makeLogRecord(
+            {"msg": ALERT, "args": None, "levelno": logging.ERROR, "stage": "terminal_failure",
+             "chain": "fi_ar", **attributes}
+        )  # fmt: skip
+        with obs.testing.capture_events() as events:
+            handler.handle(record)
+    finally:
+        obs.testing.reset()
+    assert [(ALERT, "ERROR", "fi_ar")] == [
+        (e["event"], e["severity_text"], e["chain"]) for e in events if e["event"] == ALERT
+    ]
