@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from obs._fields import NO_EVENT, user_fields
+from obs._fields import CONTEXT_OWNED, NO_EVENT, user_fields
 from obs._secrets import scrub_name
 from obs.dedup import HIT_DUE
 from obs.encode import plain_values
@@ -47,8 +47,9 @@ class BoundLogger:
         self._name = scrub_name(name) if type(name) is str else name
         self._holder = holder
         self._context: dict[str, Any] = context or {}
-        #: The context as the record carries it: a control-field name becomes ``user.<name>``.
-        self._fields = user_fields(self._context)
+        #: The context as the record carries it: a control-field or call-keyword name
+        #: becomes ``user.<name>`` (a bound ``once_key`` is data, not an instruction).
+        self._fields = user_fields(self._context, owned=CONTEXT_OWNED)
         #: Only short plain scalars among the bound values (decided once here, not per call).
         self._flat = plain_values(self._context)
 

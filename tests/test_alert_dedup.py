@@ -193,3 +193,47 @@ def test_forked_child_of_another_rank_writes_its_own_terminal_failure(tmp_path: 
     assert [(ALERT, 0), (ALERT, 3)] == other
     same = [(d["event"], d["rank"]) for d in _fork_lines(tmp_path, "same")]
     assert [(ALERT, 0)] == [x for x in same if x[0] == ALERT]
+
+
+INSTRUCTIONS = {
+    "once": st.just(True),
+    "once_key": st.sampled_from(["request-1", "k"]),
+    "every_n": st.integers(2, 100),
+    "every_seconds": st.sampled_from([60, 3600.0]),
+    "scope": st.sampled_from(["global", "read write", 7]),
+    "stacklevel": st.integers(2, 9),
+}
+
+
+@settings(max_examples=60)
+@given(
+    source=st.sampled_from(["bind", "contextvars"]),
+    bound=st.sampled_from(sorted(INSTRUCTIONS)).flatmap(
+        lambda name: INSTRUCTIONS[name].map(lambda value: (name, value))
+    ),
+)
+def test_context_never_instructs_the_chain(source: str, bound: tuple[str, Any]) -> None:
+    """A bound value or a contextvar named like a call keyword (``once_key``, ``every_n``,
+    ``scope``, ...) is data, kept as ``user.<name>``: it used to act on every record
+    logged in that context, so ``bind_contextvars(once_key="request-1")`` suppressed the
+    second chain's terminal failure (and every other record at that level) as a repeat."""
+    name, value = bound
+    obs.configure(stream="none", sdk_disabled=True, repeat_summary_seconds=0)
+    try:
+        with obs.testing.capture_events() as events:
+            log = obs.get_logger("app")
+            if source == "bind":
+                log = log.bind(**{name: value})
+            else:
+                structlog.contextvars.bind_contextvars(**{name: value})
+            try:
+                for chain in CHAINS:
+                    log.error(ALERT, stage="terminal_failure", chain=chain)
+                log.error("another_event")
+            finally:
+                structlog.contextvars.clear_contextvars()
+    finally:
+        obs.testing.reset()
+    assert [*CHAINS, None] == [e.get("chain") for e in events]
+    assert all(e[f"user.{name}"] == value for e in events)
+    assert all(e["code.function.name"] == "test_context_never_instructs_the_chain" for e in events)
