@@ -98,7 +98,9 @@ def log_record(holder: BridgeHolder, record: logging.LogRecord) -> None:
     """Hand ``record`` to the current runtime (the OTel SDK's own records not exported)."""
     setattr(record, HANDLED, True)
     runtime = holder.runtime or holder.ensure()
-    export = not record.name.startswith(_NO_EXPORT_PREFIXES) and not _in_export_thread()
+    name = record.name  # a record rebuilt by makeLogRecord may have none (None)
+    own = type(name) is str and name.startswith(_NO_EXPORT_PREFIXES)
+    export = not own and not _in_export_thread()
     runtime.log_record(record, export=export)
 
 
@@ -364,13 +366,38 @@ def _warning_site(ed: EventDict, msg: object) -> None:
     ed["code.function.name"] = function
 
 
+#: What ``logging.Formatter.format`` appends to a message: a traceback, an exception
+#: group's, ``stack_info``'s stack.
+_APPENDED = (
+    "\nTraceback (most recent call last):\n",
+    "\n  + Exception Group Traceback (most recent call last):\n",
+    "\nStack (most recent call last):\n",
+)
+
+
+def _event_of(record: logging.LogRecord, msg: object) -> str:
+    """A record's event: its template (``msg``), bounded, without what a formatter appended."""
+    event = str.__str__(msg) if isinstance(msg, str) else safe_repr(msg, 200)  # its own text
+    if not record.args and record.exc_info is None and "\n" in event:
+        event = _own_text(event)
+    return event if len(event) <= MAX_STR else plain_text(event)
+
+
+def _own_text(msg: str) -> str:
+    """A formatted record's own text, before what a formatter appended: a record that went
+    through ``QueueHandler.prepare()`` (the stdlib's multi-process pattern) carries its
+    traceback and stack in ``msg``, and its event is the text before them (the body keeps
+    them). Looked for in the first ``MAX_STR`` characters only: the event is cut there."""
+    head = msg[: MAX_STR + 64]
+    cut = min((i for i in map(head.find, _APPENDED) if i >= 0), default=-1)
+    return msg if cut < 0 else msg[:cut]
+
+
 def record_dict(record: logging.LogRecord) -> EventDict:
     """A stdlib record as an event dict: the template is the event, the formatted message
     the body, ``extra`` fields user fields, and the record's own time and callsite."""
     msg = record.msg
-    event = msg if isinstance(msg, str) else safe_repr(msg, 200)
-    if len(event) > MAX_STR:
-        event = plain_text(event)
+    event = _event_of(record, msg)
     args = record.args
     if args:  # as getMessage() does, bounded and scrubbed
         body = format_body(msg, args if isinstance(args, tuple) else (args,))

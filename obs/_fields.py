@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CALL_KEYWORDS",
+    "CONTEXT_OWNED",
     "CONTROL_FIELDS",
     "CONTROL_SET",
     "FIELDS",
@@ -118,6 +119,11 @@ NO_EVENT: Any = _NoEvent()
 
 CONTROL_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)
 CONTROL_SET: frozenset[str] = frozenset(CONTROL_FIELDS)
+#: Names a bound value or a contextvar is never taken under: the control fields and the
+#: call keywords the chain acts on (``once_key``, ``every_n``, ``scope``, ...), which are
+#: one call's instructions: bound, they would act on every record of the context (a
+#: bound ``once_key`` made each later record, a terminal failure too, a repeat of one).
+CONTEXT_OWNED: frozenset[str] = CONTROL_SET | (frozenset(CALL_KEYWORDS) - {"level"})
 INT_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.schema.get("type") == "integer")
 OTEL_RECORD_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.otel_record)
 #: What a dedup key leaves out: fields that are the same for every call of a process (or
@@ -142,14 +148,17 @@ def new_event_dict(event: object, body: object, logger: object) -> dict[str, Any
     }
 
 
-def user_name(key: str, allowed: frozenset[str] = frozenset()) -> str:
+def user_name(
+    key: str, allowed: frozenset[str] = frozenset(), owned: frozenset[str] = CONTROL_SET
+) -> str:
     """The name a caller's field ``key`` is kept under: its exact text (a ``str`` subclass's
     own ``__str__``, ``__hash__`` and ``__eq__`` are never asked), as ``user.<text>`` when
-    that is a control-field name (but ``allowed``) or one of obs' private ``_obs_*`` names,
-    so a caller's value never overwrites a field the chain owns nor acts as obs'
-    bookkeeping (``_obs_no_export=True`` keeps nothing from the export)."""
+    that is a name in ``owned`` (the control fields; :data:`CONTEXT_OWNED` for a bound or
+    context value) but ``allowed``, or one of obs' private ``_obs_*`` names, so a caller's
+    value never overwrites a field the chain owns nor acts as obs' bookkeeping
+    (``_obs_no_export=True`` keeps nothing from the export)."""
     text = key if type(key) is str else str.__str__(key)
-    if (text in CONTROL_SET and text not in allowed) or text[:5] == PRIVATE_PREFIX:
+    if (text in owned and text not in allowed) or text[:5] == PRIVATE_PREFIX:
         return f"user.{text}"
     return text
 
@@ -165,26 +174,30 @@ def plain_names(fields: Mapping[Any, Any], owned: frozenset[str] = CONTROL_SET) 
     return True
 
 
-def user_fields(fields: dict[str, Any], allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """``fields`` with each key named as :func:`user_name` says: control-field names but
+def user_fields(
+    fields: dict[str, Any],
+    allowed: frozenset[str] = frozenset(),
+    owned: frozenset[str] = CONTROL_SET,
+) -> dict[str, Any]:
+    """``fields`` with each key named as :func:`user_name` says: names in ``owned`` but
     ``allowed`` and private ``_obs_*`` names as ``user.<name>``. A ``str`` subclass key is
     its exact text, never ``allowed`` and placed after the plain keys, so it never takes
     the name of one. Two keys that come out the same are both kept (the later one gets
     another ``user.``): no value is lost. A key that is not a str is left to the redactor.
     """
-    if plain_names(fields):
+    if plain_names(fields, owned):
         return fields
     out: dict[str, Any] = {}
     odd: list[tuple[str, Any]] = []
     for key, value in fields.items():
         if type(key) is str:
-            _put(out, user_name(key, allowed), value)
+            _put(out, user_name(key, allowed, owned), value)
         elif isinstance(key, str):
             odd.append((key, value))
         else:
             out[key] = value
     for key, value in odd:
-        _put(out, user_name(key), value)
+        _put(out, user_name(key, owned=owned), value)
     return out
 
 

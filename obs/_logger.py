@@ -16,14 +16,15 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from obs._fields import NO_EVENT, user_fields
+from obs._fields import CONTEXT_OWNED, NO_EVENT, user_fields
 from obs._secrets import scrub_name
 from obs.dedup import HIT_DUE
 from obs.encode import plain_values
-from obs.levels import LEVELS, METHOD_BY_LEVEL, level_class
+from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
 
 if TYPE_CHECKING:
     from obs._config import Holder
+    from obs._runtime import Runtime
 
 _D, _I, _W, _E, _C = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL
 
@@ -46,8 +47,9 @@ class BoundLogger:
         self._name = scrub_name(name) if type(name) is str else name
         self._holder = holder
         self._context: dict[str, Any] = context or {}
-        #: The context as the record carries it: a control-field name becomes ``user.<name>``.
-        self._fields = user_fields(self._context)
+        #: The context as the record carries it: a control-field or call-keyword name
+        #: becomes ``user.<name>`` (a bound ``once_key`` is data, not an instruction).
+        self._fields = user_fields(self._context, owned=CONTEXT_OWNED)
         #: Only short plain scalars among the bound values (decided once here, not per call).
         self._flat = plain_values(self._context)
 
@@ -85,7 +87,7 @@ class BoundLogger:
     def is_enabled_for(self, level: int) -> bool:
         """True when a call at ``level`` (without a ``stage``) would be processed."""
         rt = self._holder.runtime or self._holder.ensure()
-        return level >= rt.level
+        return (level if type(level) is int else _level_of(rt, level)) >= rt.level
 
     # -- plain calls (the stage decides the level, then the level filter) ------------
 
@@ -131,8 +133,11 @@ class BoundLogger:
     fatal = critical
 
     def log(self, level: int, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
-        """Log ``event`` at a numeric ``level``."""
+        """Log ``event`` at a numeric ``level`` (0..100; a level name such as ``"error"``
+        is its number; any other value is INFO, reported once: logging never raises)."""
         rt = self._holder.runtime or self._holder.ensure()
+        if type(level) is not int or not 0 <= level <= 100:
+            level = _level_of(rt, level)
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
             if kw.get("once"):
                 rt.log_once(self, level, _method(level), event, kw, args)
@@ -215,6 +220,16 @@ def gate_levels(level: int) -> None:
         for name in names:
             if vars(BoundLogger)[name] is not table[name]:  # unchanged: keep type caches
                 setattr(BoundLogger, name, table[name])
+
+
+def _level_of(rt: Runtime, value: object) -> int:
+    """The level number a ``log(value, ...)`` call is made at: :func:`as_level`'s, else
+    INFO and the bad argument reported once (``log(None, ...)`` raised TypeError)."""
+    number = as_level(value)
+    if number is None:
+        rt._bad_argument("level", value, "a level number or name", "logged at INFO")
+        return _I
+    return number
 
 
 def _method(level: int) -> str:

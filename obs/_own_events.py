@@ -17,14 +17,21 @@ __all__ = [
     "ObsRecordsDropped",
     "ObsUnbridgeableRecord",
     "ObsUnrenderableEvent",
+    "own_event_dict",
 ]
 
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from obs._bridge import CALL_KEYWORDS
+from obs._fields import new_event_dict, user_fields
 from obs._registry import REGISTRY, Event
+from obs.encode import scrub_text
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict
 
 
 @REGISTRY.register
@@ -159,3 +166,19 @@ OWN_EVENTS: tuple[type[Event], ...] = (
     ObsUnbridgeableRecord,
     ObsUnrenderableEvent,
 )
+
+
+def own_event_dict(event: Event, level: int, body: str | None, logger: str | None) -> EventDict:
+    """The event dict of one of obs' own events, as the runtime reports it (None-valued
+    optional fields left out; its text scrubbed)."""
+    fields = {k: v for k, v in event.fields().items() if v is not None}
+    for key in ("error_message", "reason", "collector_message"):
+        value = fields.get(key)
+        if isinstance(value, str):
+            fields[key] = scrub_text(value)
+    ed: EventDict = new_event_dict(
+        type(event).name, scrub_text(body if body is not None else event.body()), logger or "obs"
+    )
+    ed.update(user_fields(fields, CALL_KEYWORDS))
+    ed["_obs_level"] = level
+    return ed

@@ -35,6 +35,7 @@ from obs._own_events import (
     ObsDedupCapacityReached,
     ObsInternalError,
     ObsRecordsDropped,
+    own_event_dict,
 )
 from obs._reentry import LOCAL, defer, defer_built, drain, while_building
 from obs._registry import Event
@@ -154,8 +155,9 @@ class Runtime:
                 self.resolver,
                 self.ship_level if shipping else None,
                 on_bad_argument=self._bad_argument,
+                policy=policy,
             ),
-            Dedup(self.deduper, on_bad_argument=self._bad_argument),
+            Dedup(self.deduper, self._bad_argument, policy),
             callsite := AddCallsite(),
             stamper := TimeStamper(),
             redactor := Redactor(),
@@ -277,11 +279,15 @@ class Runtime:
         once_key = kw.pop("once_key", None) if "once_key" in kw else None
         kw.pop("once", None)
         local = LOCAL
-        if local.busy:  # re-entrant: the chain's Dedup decides later, lock-free here
+        alert = "stage" in kw and getattr(self.policy.rule(kw["stage"]), "alert", False)
+        if local.busy or alert:  # re-entrant, or an alert (keyed per rank): the chain's Dedup
             kw.update(scope=scope, once=True)
             if once_key is not None:
                 kw["once_key"] = once_key
-            defer_built(self, method, self._entry, logger, level, event, kw, args, 4)
+            if local.busy:  # decides later, lock-free here
+                defer_built(self, method, self._entry, logger, level, event, kw, args, 4)
+            else:
+                self.process(method, self._entry(logger, level, event, kw, args, 5))
             return
         deduper = self.deduper
         local.busy = True  # a value's __repr__/__hash__ in the key may log: deferred, once
@@ -495,7 +501,7 @@ class Runtime:
         try:
             level = type(event).level if level is None else level
             self.process(
-                METHOD_BY_LEVEL.get(level, "warning"), _internal(event, level, body, logger)
+                METHOD_BY_LEVEL.get(level, "warning"), own_event_dict(event, level, body, logger)
             )
         except Exception:
             self.unreported_errors += 1
@@ -602,7 +608,7 @@ class Runtime:
     ) -> None:
         """:meth:`report` from inside a call that already holds the re-entrancy mark."""
         level = type(event).level if level is None else level
-        ed = _internal(event, level, body, logger)
+        ed = own_event_dict(event, level, body, logger)
         try:
             for processor in self.processors:
                 ed = processor(None, METHOD_BY_LEVEL.get(level, "warning"), ed)  # type: ignore[assignment]
@@ -671,19 +677,3 @@ class Runtime:
         if timeout is not None and math.isfinite(timeout):
             budget = min(max(timeout, 0.0), budget)
         return budget
-
-
-def _internal(event: Event, level: int, body: str | None, logger: str | None) -> EventDict:
-    """The event dict of one of obs' own events (None-valued optional fields left out; its
-    text scrubbed)."""
-    fields = {k: v for k, v in event.fields().items() if v is not None}
-    for key in ("error_message", "reason", "collector_message"):
-        value = fields.get(key)
-        if isinstance(value, str):
-            fields[key] = scrub_text(value)
-    ed: EventDict = new_event_dict(
-        type(event).name, scrub_text(body if body is not None else event.body()), logger or "obs"
-    )
-    ed.update(user_fields(fields, CALL_KEYWORDS))
-    ed["_obs_level"] = level
-    return ed

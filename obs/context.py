@@ -3,8 +3,9 @@
 The same contract as :func:`structlog.contextvars.merge_contextvars` (fields bound with
 ``structlog.contextvars.bind_contextvars`` are added unless the call passed the same key),
 plus two things: a context field named like a control field (``outcome``, ``event``,
-``rank``, ...) or like one of obs' private ``_obs_*`` keys is kept as ``user.<name>`` and
-never overwrites it nor is acted on, and a merged value that
+``rank``, ...), a call keyword (``once_key``, ``every_n``, ``scope``, ...) or one of obs'
+private ``_obs_*`` keys is kept as ``user.<name>`` and never overwrites it nor is acted
+on, and a merged value that
 is not a plain scalar clears the ``_obs_flat`` mark, so nested secrets are still redacted.
 """
 
@@ -15,7 +16,7 @@ __all__ = ["STRUCTLOG_KEY_PREFIX", "any_bound", "merge_contextvars"]
 import contextvars
 from typing import TYPE_CHECKING
 
-from obs._fields import user_name
+from obs._fields import CONTEXT_OWNED, user_name
 from obs.encode import plain_values
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def merge_contextvars(logger: WrappedLogger, method_name: str, event_dict: Event
     """Processor: add the bound context-local fields (a call's own keys win)."""
     for var, value in contextvars.copy_context().items():
         if value is not Ellipsis and var.name.startswith(STRUCTLOG_KEY_PREFIX):
-            key = user_name(var.name[_PREFIX_LEN:])
+            key = user_name(var.name[_PREFIX_LEN:], owned=CONTEXT_OWNED)
             if key not in event_dict:
                 event_dict[key] = value
                 if not plain_values({key: value}):

@@ -9,7 +9,10 @@ Capacity: at most ``capacity`` keys are retained, and a retained key never fires
 not retained share one overflow slot: the first of them is emitted (marked
 ``dedup_overflow=True``), the rest are suppressed and counted until the next summary
 window, and ``obs_dedup_capacity_reached`` is reported once. Memory stays bounded and
-nothing spams or disappears silently.
+nothing spams or disappears silently. An alert stage's record (a terminal failure, what
+alerts key on) is keyed per rank (a forked child of another rank is not its parent's
+repeat) and never goes through the shared slot: past capacity its key takes one of
+:data:`ALERT_RESERVE` more entries, and past those it is written, never suppressed.
 
 Keys hold no caller's object: anything but str/int/float/bool/None/bytes is keyed by its
 bounded safe ``repr`` (unhashable values never raise; an exception keeps no frames alive).
@@ -19,6 +22,7 @@ Values written differently are different keys (1, 1.0 and True; 0.0 and -0.0).
 from __future__ import annotations
 
 __all__ = [
+    "ALERT_RESERVE",
     "HIT",
     "HIT_DUE",
     "NOT_PLAIN",
@@ -39,10 +43,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from obs import errors
+from obs._dedup_text import iso_time, key_text
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
-from obs._format import format_body
-from obs.encode import PLAIN_TYPES, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
+from obs.encode import PLAIN_TYPES, safe_repr, to_jsonable
 from obs.rank import NOT_IMPORTED
+from obs.severity import DEFAULT_POLICY, StagePolicy
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
@@ -54,6 +59,8 @@ OVERFLOW_KEY = "<overflow>"
 #: What :meth:`Deduper.admit` returns for an event let through the shared overflow slot: truthy
 #: (so it is emitted), and the caller marks the event ``dedup_overflow=True``.
 OVERFLOW: Literal["overflow"] = "overflow"
+#: Entries past capacity kept for alert keys only: a full table never hides a new alert.
+ALERT_RESERVE = 1024
 
 #: Fields that are the same for every call of a process, or are the key's other parts.
 _NOT_KEY = NOT_KEYED
@@ -195,61 +202,6 @@ class _Entry:
         self.fast_base = mark + 1
 
 
-def key_text(key: Key) -> str:
-    """A readable form of a key for summaries: ``logger:level:event field=value ...``.
-
-    A drop-in ``*_once(msg, *args)`` call's arguments (fields ``0``, ``1``, ...) are shown
-    as the record's body shows them, formatted into ``msg`` and scrubbed, never as
-    ``0=value``: a value is only ever redacted by its name, and theirs say nothing.
-    """
-    parts = [str(p) for p in key[:3]]
-    rest = key[3:]
-    if rest and len(rest) % 2 == 0:
-        args = dict(zip(rest[0::2], map(_key_value, rest[1::2]), strict=True))
-        if args.keys() == {str(i) for i in range(len(args))}:  # fields 0 .. n-1
-            parts[2] = format_body(key[2], tuple(args[str(i)] for i in range(len(args))))
-            rest = ()
-    pairs = []
-    for i in range(0, len(rest) - 1, 2):
-        name, value = rest[i], rest[i + 1]
-        shown = REDACTED if is_secret_key(name) else _shown(value)
-        pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={shown}")
-    if len(rest) % 2:
-        pairs.append(str(rest[-1]))
-    text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
-    text = scrub_text(text if len(text) <= 600 else text[:600])  # URL passwords, bearer
-    return text if len(text) <= 300 else text[:300] + "..."
-
-
-def _key_value(value: object) -> object:
-    """The argument a key part stands for, as far as the key kept it (see :func:`_kv`)."""
-    if isinstance(value, tuple) and value:
-        if value[0] == "long":
-            return f"{value[2]}...[{value[1]} chars]"
-        if len(value) == 3 and value[0] == "seq":
-            return list(value[1])
-        if len(value) == 2 or value[0] is float:  # a float zero keeps its sign third
-            return value[1]
-    return value
-
-
-def _shown(value: object) -> object:
-    """A key part's value as a summary shows it."""
-    if isinstance(value, tuple) and value and value[0] == "long":
-        return f"{value[2]}...[{value[1]} chars]"
-    if isinstance(value, tuple) and len(value) == 3 and value[0] == "seq":
-        return safe_repr(to_jsonable(list(value[1])), 200)  # as the repr form reads
-    if isinstance(value, tuple) and (len(value) == 2 or (value and value[0] is float)):
-        return value[1] if value[0] == "repr" else safe_repr(value[1], 100)
-    return value
-
-
-def _iso(ts: float) -> str:
-    micros = round(ts * 1e6)
-    secs, frac = divmod(micros, 1_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{frac:06d}Z"
-
-
 class Deduper:
     """The key table: decides emit-or-suppress and keeps the repeat counts."""
 
@@ -310,18 +262,24 @@ class Deduper:
         event: str = "",
         level: int = 0,
         logger: str = "",
+        alert: bool = False,
     ) -> bool | Literal["overflow"]:
         """True when the event must be emitted, False when it is a counted repeat.
 
         With neither ``every_n`` nor ``every_seconds`` the mode is once. :data:`OVERFLOW`
         (truthy) when the table is full and the event is emitted through the overflow slot.
+        An ``alert`` key never shares that slot: a full table keeps it in the reserve, and
+        past the reserve it is emitted (:data:`OVERFLOW`), never suppressed.
         """
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 if len(self._entries) >= self._capacity:
-                    return self._admit_overflow(now)
+                    if not alert:
+                        return self._admit_overflow(now)
+                    if len(self._entries) >= self._capacity + ALERT_RESERVE:
+                        return OVERFLOW
                 self._entries[key] = _Entry(key_text(key), event, level, logger, now)
                 return True
             entry.seen += 1
@@ -406,8 +364,8 @@ class Deduper:
                         "dedup_key": entry.key_text,
                         "original_event": entry.event,
                         "suppressed_count": entry.pending,
-                        "first_seen": _iso(entry.first_seen),
-                        "last_seen": _iso(entry.last_seen),
+                        "first_seen": iso_time(entry.first_seen),
+                        "last_seen": iso_time(entry.last_seen),
                         "_obs_level": entry.level,
                         "_obs_logger": entry.logger,
                     }
@@ -421,19 +379,23 @@ class Dedup:
     """Processor: apply ``once``/``once_key``/``every_n``/``every_seconds`` from the event.
 
     Events without those keys pass untouched (one dict lookup). A suppressed event
-    raises :class:`structlog.DropEvent` and is counted.
+    raises :class:`structlog.DropEvent` and is counted. An event of one of ``policy``'s
+    alert stages (after :class:`obs.severity.TagSeverity` named it) is keyed with its rank
+    and admitted as an alert (see :meth:`Deduper.admit`).
     """
 
-    __slots__ = ("_deduper", "_on_bad_argument")
+    __slots__ = ("_alerts", "_deduper", "_on_bad_argument")
 
     def __init__(
         self,
         deduper: Deduper | None = None,
         on_bad_argument: Callable[[str, object], None] | None = None,
+        policy: StagePolicy = DEFAULT_POLICY,
     ) -> None:
         self._deduper = deduper if deduper is not None else Deduper()
         #: Told about an ``every_n``/``every_seconds`` that is not a positive number.
         self._on_bad_argument = on_bad_argument
+        self._alerts = frozenset(name for name, rule in policy.rules.items() if rule.alert)
 
     @property
     def deduper(self) -> Deduper:
@@ -457,6 +419,10 @@ class Dedup:
         event = event_dict.get("event", "")
         event = event if type(event) is str else safe_repr(event, 200)
         key = make_key(name, level, event, event_dict, once_key)
+        stage = event_dict.get("stage")
+        alert = type(stage) is str and stage in self._alerts
+        if alert:  # one rank's alert is never another's repeat (a forked child's rank)
+            key = (*key[:3], "rank", _kv(event_dict.get("rank")), *key[3:])
         admitted = self._deduper.admit(
             key,
             every_n=every_n or 0,
@@ -464,6 +430,7 @@ class Dedup:
             event=event,
             level=level,
             logger=name,
+            alert=alert,
         )
         if not admitted:
             raise errors.DropEvent

@@ -42,7 +42,6 @@ __all__ = [
 
 import dataclasses
 import itertools
-import re
 import reprlib
 import sys
 import traceback
@@ -53,6 +52,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTROL_SET, user_name
+from obs._labels import loki_safe
 from obs._secrets import (
     MAX_KEY,
     REDACTED,
@@ -588,17 +588,13 @@ def body_text(body: object, event: object) -> str:
     return safe_repr(body)
 
 
-#: A name Loki can make a label name of has an ASCII letter or digit (obs/_lokifit.py).
-_ALNUM = re.compile("[A-Za-z0-9]")
-
-
 def _free_name(event_dict: EventDict, key: object) -> str:
     """The plain, bounded name a key that is not a plain short str is written under: its
     text (a str subclass's exact value), as ``user.<text>`` when that is a control or
     private name or a key already there, so it never overwrites a field."""
     text = str.__str__(key) if isinstance(key, str) else key
     name = user_name(_safe_str(text, MAX_KEY))
-    if _ALNUM.search(name) is None:  # Loki refuses the whole push for it: user.<name>
+    if not loki_safe(name):  # no label name (the whole push refused), or a control's
         name = f"user.{name}"
     while name in event_dict:
         name = f"user.{name}"
@@ -653,7 +649,7 @@ class Redactor:
         renamed = 0
         for key in event_dict.keys() - self._safe:
             name = key
-            if type(key) is not str or len(key) > MAX_KEY or _ALNUM.search(key) is None:
+            if type(key) is not str or len(key) > MAX_KEY or not loki_safe(key):
                 value = event_dict.pop(key)  # not taken by itself (a str subclass)
                 name = _free_name(event_dict, key)
                 event_dict[name] = value

@@ -22,6 +22,7 @@ __all__ = [
     "WARNING",
     "WARNING_CLASS",
     "Level",
+    "as_level",
     "level_class",
     "level_name",
     "severity_class",
@@ -72,6 +73,38 @@ WARNING_CLASS = CLASS_NAMES.index("WARNING")
 _NUMBERS = tuple(lvl.number for lvl in LEVELS)
 _SEVERITIES = tuple(lvl.severity for lvl in LEVELS)
 _INFO_CLASS = CLASS_NAMES.index("INFO")
+
+
+#: The range of a level number obs writes (a float level was already cut to it).
+MIN_LEVEL, MAX_LEVEL = 0, 100
+
+
+def as_level(value: object) -> int | None:
+    """``value`` as a level number within 0..100: an int or any real number (clamped, an
+    infinity too), a level or method name in any case (``"error"``, ``" Warn "``,
+    ``"fatal"``) or its number as text (``"40"``); None for anything else (NaN, bytes, an
+    object that is no number). Never raises: a value whose own conversion raises is None;
+    a text is read only up to 32 characters."""
+    if isinstance(value, str):
+        text = str.__str__(value)
+        if len(text) > 32:
+            return None
+        text = text.strip()
+        number = LEVEL_BY_NAME.get(text.upper()) or LEVEL_BY_METHOD.get(text.lower())
+        if number is not None or not text.isdigit():
+            return number
+        value = text  # digits: int() below ("²" is a digit int() refuses)
+    elif isinstance(value, float):
+        if value != value:  # noqa: PLR0124 - NaN
+            return None
+        value = max(float(MIN_LEVEL), min(value, float(MAX_LEVEL)))
+    elif value is None or isinstance(value, (bytes, bytearray, complex)):
+        return None
+    try:
+        whole: int = int(value)  # type: ignore[call-overload]
+    except Exception:  # a Decimal NaN, an object that is no number
+        return None
+    return max(MIN_LEVEL, min(whole, MAX_LEVEL))
 
 
 def level_name(level: int) -> str:

@@ -93,7 +93,7 @@ def chain(
         add_rank_info(resolver),
         TagSeverity(policy),
         DecideScope(resolver, None),
-        Dedup(Deduper(dedup_capacity, 0.0)),
+        Dedup(Deduper(dedup_capacity, 0.0), policy=policy),
         AddCallsite(),
         TimeStamper(),
         Redactor(),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from obs import errors
 from obs.rank import RankInfo, RankResolver
+from obs.severity import DEFAULT_POLICY, StagePolicy
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
@@ -99,16 +100,19 @@ class DecideScope:
     """Processor: pop ``scope``; drop the event, or mark it export-only (``_obs_console``).
 
     The default scope is ``"process"`` (stdlib semantics); ``*_once`` calls pass
-    ``"local"``. Runs before dedup so a rank that does not log never uses up a key.
+    ``"local"``. Runs before dedup so a rank that does not log never uses up a key. A
+    record of one of ``policy``'s alert stages (a terminal failure) hidden by its scope is
+    shipped whatever ``export_all_ranks_level`` says, as it passes any level filter.
     """
 
-    __slots__ = ("_export_level", "_on_bad_argument", "_resolver")
+    __slots__ = ("_alerts", "_export_level", "_on_bad_argument", "_resolver")
 
     def __init__(
         self,
         resolver: RankResolver | None = None,
         export_all_ranks_level: int | None = logging.WARNING,
         on_bad_argument: Callable[[str, object, str, str], None] | None = None,
+        policy: StagePolicy = DEFAULT_POLICY,
     ) -> None:
         self._resolver = resolver or RankResolver()
         self._on_bad_argument = on_bad_argument
@@ -116,6 +120,8 @@ class DecideScope:
         self._export_level = (
             export_all_ranks_level if export_all_ranks_level is not None else 1 << 30
         )
+        alerts = (name for name, rule in policy.rules.items() if rule.alert)
+        self._alerts = frozenset(alerts) if export_all_ranks_level is not None else frozenset()
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         scope = event_dict.pop("scope", None)
@@ -130,7 +136,10 @@ class DecideScope:
         if scope_allows(scope, info):
             event_dict["_obs_console"] = True
             return event_dict
-        if event_dict.get("_obs_level", 0) >= self._export_level:
+        stage = event_dict.get("stage")  # a stage's name once TagSeverity ran
+        if event_dict.get("_obs_level", 0) >= self._export_level or (
+            type(stage) is str and stage in self._alerts
+        ):
             event_dict["_obs_console"] = False
             return event_dict
         raise errors.DropEvent

@@ -232,7 +232,7 @@ SETTINGS: tuple[Setting, ...] = (
             "period of `log_repeats_suppressed` summaries; 0 = only at flush/shutdown", "60"),
     Setting("export_all_ranks_level", ("OBS_EXPORT_ALL_RANKS_LEVEL",), parse_level,
             logging.WARNING, "records at or above it are exported from every rank whatever "
-            "their console scope", "WARNING"),
+            "their console scope (a terminal failure always is)", "WARNING"),
     Setting("spool_dir", ("OBS_SPOOL_DIR",), p.nonempty,
             Derived(lambda _v, _s: _default_spool_dir(), "`$TMPDIR/obs-spool-$UID/<service.name>`"),
             "where undeliverable WARNING+ records are spooled (a directory that is a symlink, "

@@ -30,6 +30,7 @@ from obs.levels import (
     LEVEL_BY_METHOD,
     NAME_BY_LEVEL,
     SEVERITY_BY_LEVEL,
+    as_level,
     level_name,
     severity_number,
 )
@@ -120,14 +121,10 @@ _MAX_STAGE = 64
 
 
 def _as_level(level: object, method_name: str) -> int:
-    """An int level from a float or missing one (``log(25.5, ...)`` is level 25)."""
-    if level is None:
-        return LEVEL_BY_METHOD.get(method_name, logging.INFO)
-    try:
-        value: int = int(level)  # type: ignore[call-overload]
-    except (TypeError, ValueError, OverflowError):
-        return LEVEL_BY_METHOD.get(method_name, logging.INFO)
-    return max(0, min(value, 100))
+    """An int level from a float, a level name or a missing one (``log(25.5, ...)`` is
+    level 25); the method's level when ``level`` is none of those."""
+    number = as_level(level)
+    return number if number is not None else LEVEL_BY_METHOD.get(method_name, logging.INFO)
 
 
 class TagSeverity:

@@ -75,3 +75,53 @@ def test_a_terminal_failure_is_written_whatever_the_level(tmp_path: Path, level:
         numeric = int(level) if level.isdigit() else {"ERROR": 40, "CRITICAL": 50}[level]
         assert ("plain_error" in events) == (numeric <= 40), (sink, events)
         assert ("plain_critical" in events) == (numeric <= 50), (sink, events)
+
+
+RANKED = """
+import logging
+import obs
+obs.configure()
+log = obs.get_logger("app")
+log.error_once("workspace_terminal_failure", stage="terminal_failure", chain="once")
+log.error("workspace_terminal_failure", stage="terminal_failure", chain="glob", scope="global")
+log.debug("workspace_terminal_failure", stage="TERMINAL_FAILURE", chain="ranks", scope=[0])
+logging.getLogger("lib").error(
+    "workspace_terminal_failure", extra={"stage": "terminal_failure", "chain": "lib", "scope": 0}
+)
+log.error("plain_error", scope="global")  # no stage: the export level decides
+obs.flush(timeout=5)
+"""
+
+
+@pytest.mark.parametrize("export_level", ["CRITICAL", "ERROR"])
+def test_terminal_failure_ships_from_every_rank_whatever_the_export_level(
+    tmp_path: Path, export_level: str
+) -> None:
+    """Rank 3's terminal failure, scoped to rank 0's console, reaches OBS_FILE and OTLP with
+    OBS_EXPORT_ALL_RANKS_LEVEL above ERROR too (it was dropped on rank 3: the export level
+    is a level filter for shipping, and a terminal failure passes any level filter)."""
+    with OTLPReceiver() as rx:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+        env.update(PYTHONPATH=str(ROOT), OBS_FORMAT="json", OBS_FILE=str(tmp_path / "f.jsonl"),
+                   OBS_EXPORT_ALL_RANKS_LEVEL=export_level, OTEL_BLRP_SCHEDULE_DELAY="50",
+                   OTEL_EXPORTER_OTLP_ENDPOINT=rx.http_endpoint, RANK="3", LOCAL_RANK="3",
+                   WORLD_SIZE="4", LOCAL_WORLD_SIZE="4")  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(RANKED)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        chains = {"once", "glob", "ranks", "lib"}
+        records = rx.wait_for(
+            predicate=lambda r: r["attributes"].get("chain") in chains, count=4, timeout=30
+        )
+    lines = [json.loads(x) for x in (tmp_path / "f.jsonl").read_text().splitlines()]
+    filed = {(d["event"], d.get("chain"), d["severity_text"], d["rank"]) for d in lines}
+    expected = {("workspace_terminal_failure", c, "ERROR", 3) for c in chains}
+    assert expected <= filed
+    exported = {
+        (r["attributes"]["event"], r["attributes"]["chain"], r["severity_text"]) for r in records
+    }
+    assert {(e, c, s) for e, c, s, _ in expected} == exported
+    assert proc.stderr.strip() == ""  # rank 3's console follows the scope
+    assert ("plain_error" in {d["event"] for d in lines}) == (export_level == "ERROR")
