@@ -32,6 +32,9 @@ _PERMANENT_HTTP = frozenset({400, 422})
 #: maximum size"). Not "exceeds" alone: rate limiters say "rate exceeds quota".
 _SIZE_WORDS = ("larger than max", "exceeds max", "too large", "message size")
 _RETRY_INFO = "google.rpc.retryinfo-bin"
+#: gRPC core's words when the *answer* is over the client's receive limit (4 MiB): the
+#: collector took the request and answered (a huge partial_success text), not "too large".
+_ANSWER_TOO_LARGE = "client: received message larger than max"
 
 
 @dataclasses.dataclass(slots=True)
@@ -275,6 +278,8 @@ def install_grpc_probe(exporter: Any) -> _Box | None:  # noqa: C901 - one guard 
                 response = self._inner.Export(*args, **kwargs)
             except grpc.RpcError as error:
                 box.answer = _classify_grpc(error)
+                if box.answer.ok:  # its answer was too large to read: it took the request
+                    return _empty_response()
                 if box.answer.too_large or box.answer.permanent:
                     raise Final(error) from error
                 raise
@@ -298,6 +303,8 @@ def _classify_grpc(error: Any) -> Outcome:
         message = _text(f"{code.name}: {details}" if details else code.name)
     except Exception:
         return Outcome(ok=False)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _ANSWER_TOO_LARGE in details.lower():
+        return Outcome(ok=True)  # a unary call answers a message only on success
     if (
         code == grpc.StatusCode.RESOURCE_EXHAUSTED
         and not _retry_info(error)  # the server says: later (throttled, not too large)
@@ -314,3 +321,9 @@ def _retry_info(error: Any) -> bool:
         return any(key == _RETRY_INFO for key, _ in error.trailing_metadata() or ())
     except Exception:
         return False
+
+
+def _empty_response() -> Any:
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
+
+    return logs_service_pb2.ExportLogsServiceResponse()

@@ -508,3 +508,42 @@ def test_counts_add_up_while_the_collector_stalls(
         _unaccounted(after),
     )
     assert set(errors) <= set(collector.events())
+
+
+# -- gRPC: an answer too large for the client ------------------------------------------------
+
+
+def test_grpc_answer_too_large_to_read_is_a_delivery(tmp_path: Path) -> None:
+    """A collector that stores the request and answers OK with a 5 MiB message (a
+    partial_success text past the client's 4 MiB receive limit): the records count as
+    exported, each stored once, none counted lost. The client's RESOURCE_EXHAUSTED
+    ("CLIENT: Received message larger than max") read as "request too large": the batch
+    was split and sent again down to single records (each stored 4 times) and every
+    record counted ``rejected``."""
+    stored: list[str] = []
+    lock = threading.Lock()
+
+    class Servicer(logs_service_pb2_grpc.LogsServiceServicer):
+        def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
+            with lock:
+                stored.extend(str(r["event_name"]) for r in decode_request(request, "grpc"))
+            response = logs_service_pb2.ExportLogsServiceResponse()
+            response.partial_success.error_message = "x" * (5 << 20)
+            return response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Servicer(), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sink, _ = _sink(_settings(tmp_path / "spool", f"http://127.0.0.1:{port}", "grpc", 5.0))
+    try:
+        errors = _log(sink, "big")
+        flushed = sink.force_flush(10.0)
+    finally:
+        sink.shutdown(2.0)
+        server.stop(0)
+    stats = sink.stats()
+    assert (True, 8, {}, 0) == (flushed, stats["exported"], stats["dropped"], stats["spooled"])
+    with lock:
+        assert (sorted(set(stored)), len(set(stored))) == (sorted(stored), 8)
+    assert set(errors) <= set(stored)
