@@ -73,12 +73,14 @@ def session(*, pin_ca: bool) -> Any:
     A 2xx answer is the collector's word that it stored the request: a body the client
     cannot decode (``Content-Encoding: gzip`` over plain bytes) or read to its end (the
     connection reset after the status line) leaves the answer a 2xx with an empty body,
-    not a failure that would send the stored records again. A body is read no further
-    than ``_MAX_ANSWER`` bytes, decoded (a longer one's connection is closed). Its
-    connections are tracked (:func:`abort_request`). With ``pin_ca`` the CA stays the
-    configured one: requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a
-    session's ``verify`` (psf/requests#3829), so on hosts that set them (most CI images,
-    corporate machines) the exporter would ignore OTEL_EXPORTER_OTLP_CERTIFICATE.
+    not a failure that would send the stored records again; any other status keeps its
+    meaning the same way (a 400 stays permanent, not a transient failure retried for
+    ever). A body is read no further than ``_MAX_ANSWER`` bytes, decoded (a longer one's
+    connection is closed). Its connections are tracked (:func:`abort_request`). With
+    ``pin_ca`` the CA stays the configured one: requests lets ``REQUESTS_CA_BUNDLE`` /
+    ``CURL_CA_BUNDLE`` override a session's ``verify`` (psf/requests#3829), so on hosts
+    that set them (most CI images, corporate machines) the exporter would ignore
+    OTEL_EXPORTER_OTLP_CERTIFICATE.
     """
     import requests  # noqa: PLC0415 - the HTTP exporter's own dependency
     from urllib3.connection import HTTPConnection, HTTPSConnection  # noqa: PLC0415
@@ -111,9 +113,7 @@ def session(*, pin_ca: bool) -> Any:
             response = super().send(request, **{**kwargs, "stream": True})
             try:
                 body = _read_capped(response)
-            except unreadable:
-                if not 200 <= response.status_code < 300:
-                    raise
+            except unreadable:  # the status is the answer (a 2xx: stored; a 400: never)
                 response._content, response._content_consumed = b"", True
                 response.close()
                 return response

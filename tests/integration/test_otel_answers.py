@@ -547,3 +547,37 @@ def test_grpc_answer_too_large_to_read_is_a_delivery(tmp_path: Path) -> None:
     with lock:
         assert (sorted(set(stored)), len(set(stored))) == (sorted(stored), 8)
     assert set(errors) <= set(stored)
+
+
+# -- HTTP: a status whose body cannot be decoded --------------------------------------------
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_permanent_status_with_an_undecodable_body_is_still_permanent(
+    collector: Collector, tmp_path: Path, status: int
+) -> None:
+    """A 400 / 413 / 422 whose body is not what its ``Content-Encoding`` says (gzip over
+    plain text): the status decides, the records are given up and counted ``rejected``,
+    and the spool is left empty. The body's decoding error hid the status: the answer
+    read as a transient failure, the ERRORs were spooled and sent again for ever."""
+    collector.http_answer = lambda names: (
+        status,
+        [("Content-Encoding", "gzip"), ("Content-Type", "text/plain")],
+        b"not gzip at all",
+    )
+    sink, _ = _sink(
+        _settings(tmp_path / "spool", collector.endpoint("http/protobuf"), "http/protobuf")
+    )
+    try:
+        _log(sink, f"p{time.monotonic_ns()}", n=2)
+        flushed = sink.force_flush(5.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+    stats = sink.stats()
+    assert (True, {"ERROR": 2, "INFO": 2}, 0) == (
+        flushed,
+        stats["dropped_by_reason"].get("rejected"),
+        stats["spooled"],
+    )
+    assert [] == list((tmp_path / "spool").glob("spool*.jsonl"))
