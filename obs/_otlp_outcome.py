@@ -165,7 +165,7 @@ def _classify_http(result: Any) -> Outcome | None:
     if not isinstance(status, int):
         return None
     if 200 <= status < 300:
-        return _partial(result.content())
+        return _partial(result.content(), _content_type(result))
     message = _http_answer(status, result)
     if status == 413:
         return Outcome(ok=False, too_large=True, message=message)
@@ -199,13 +199,30 @@ def _http_message(result: Any) -> str:
     return ""
 
 
-def _partial(body: bytes) -> Outcome:
+def _content_type(result: Any) -> str:
+    try:
+        return str(result.headers().get("content-type") or "").lower()
+    except Exception:
+        return ""
+
+
+def _partial(body: bytes, content_type: str = "") -> Outcome:
+    """A 2xx's partial_success, read as its Content-Type says: protobuf (or no type), or
+    OTLP/JSON; another body (an HTML page, text) holds none, and garbage that happens to
+    parse as protobuf must not count delivered records as rejected."""
+    from google.protobuf import json_format  # noqa: PLC0415
     from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
 
     if not body:
         return Outcome(ok=True)
+    response = logs_service_pb2.ExportLogsServiceResponse()
     try:
-        response = logs_service_pb2.ExportLogsServiceResponse.FromString(body)
+        if "json" in content_type:
+            json_format.Parse(body, response, ignore_unknown_fields=True)
+        elif not content_type or "protobuf" in content_type or "octet-stream" in content_type:
+            response.ParseFromString(body)
+        else:
+            return Outcome(ok=True)
     except Exception:
         return Outcome(ok=True)
     return _from_response(response)

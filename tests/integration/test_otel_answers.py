@@ -581,3 +581,59 @@ def test_permanent_status_with_an_undecodable_body_is_still_permanent(
         stats["spooled"],
     )
     assert [] == list((tmp_path / "spool").glob("spool*.jsonl"))
+
+
+# -- HTTP 200: the body is read as what its Content-Type says --------------------------------
+
+_PARTIAL = logs_service_pb2.ExportLogsServiceResponse()
+_PARTIAL.partial_success.rejected_log_records = 2
+_PARTIAL.partial_success.error_message = "2 records dropped: password=hunter2"
+_JSON_PARTIAL = b'{"partialSuccess": {"rejectedLogRecords": "2", "errorMessage": "2 dropped"}}'
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "rejected"),
+    [
+        ("application/x-protobuf", _PARTIAL.SerializeToString(), 2),
+        ("", _PARTIAL.SerializeToString(), 2),
+        ("application/json", _JSON_PARTIAL, 2),
+        ("application/json; charset=utf-8", b'{"partialSuccess": {}}', 0),
+        ("application/json", b"{not json", 0),
+        ("text/html", b"\n\x02\x08\x05", 0),  # garbage that parses: rejected 5
+        ("text/plain", _PARTIAL.SerializeToString(), 0),
+    ],
+    ids=["protobuf", "untyped", "json", "json-empty", "json-garbage", "html", "text"],
+)
+def test_http_200_body_is_read_as_its_content_type(
+    collector: Collector, tmp_path: Path, content_type: str, body: bytes, rejected: int
+) -> None:
+    """A 200's partial_success is read from a protobuf body (or one without a type), and
+    from a JSON body (a collector answering OTLP/JSON); any other body (an HTML page, text)
+    holds none: every record counts delivered. A garbage body that happened to parse as
+    protobuf counted delivered records as ``rejected``; a JSON partial_success was
+    ignored."""
+    headers = [("Content-Type", content_type)] if content_type else []
+    stored: list[str] = []
+
+    def answer(names: list[str]) -> tuple[int, list[tuple[str, str]], bytes]:
+        stored.extend(names)
+        return 200, headers, body
+
+    collector.http_answer = answer
+    endpoint = collector.endpoint("http/protobuf")
+    sink, reports = _sink(_settings(tmp_path / "spool", endpoint, "http/protobuf"))
+    try:
+        for i in range(8):
+            sink(None, "error", ev(f"c{i}"))
+        flushed = sink.force_flush(5.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+    stats = sink.stats()
+    assert (True, 8 - rejected, rejected, 8) == (
+        flushed,
+        stats["exported"],
+        sum(stats["dropped_by_reason"].get("rejected", {}).values()),
+        len(stored),
+    )
+    assert "hunter2" not in repr(reports.calls)
