@@ -18,9 +18,10 @@ from typing import Any
 #: a collector or proxy answering a huge body or a gzip bomb held it all in memory.
 _MAX_ANSWER = 256 * 1024
 
-#: The connection each thread is sending a request on (the thread's last one).
+#: The connection each thread is sending a request on (the thread's last one). No lock:
+#: one item set or popped at a time (atomic under the GIL), and a lock a parent thread
+#: held at a fork would stop the child's requests for ever.
 _LIVE: weakref.WeakKeyDictionary[threading.Thread, Any] = weakref.WeakKeyDictionary()
-_LIVE_LOCK = threading.Lock()
 
 
 def abort_request(thread: threading.Thread) -> None:
@@ -28,8 +29,7 @@ def abort_request(thread: threading.Thread) -> None:
     that its blocked read fails now. An HTTP client's timeout bounds each socket read,
     not the request: a collector trickling one answer for ever held that thread, and
     with it the connection, for ever."""
-    with _LIVE_LOCK:
-        connection = _LIVE.pop(thread, None)
+    connection = _LIVE.pop(thread, None)
     sock = getattr(connection, "sock", None)
     if sock is not None:
         with contextlib.suppress(OSError):
@@ -42,8 +42,7 @@ def _tracked(base: type) -> type:
 
     class Tracked(base):  # type: ignore[misc]
         def request(self, *args: Any, **kwargs: Any) -> Any:
-            with _LIVE_LOCK:
-                _LIVE[threading.current_thread()] = self
+            _LIVE[threading.current_thread()] = self
             return super().request(*args, **kwargs)
 
     Tracked.__name__ = Tracked.__qualname__ = f"Tracked{base.__name__}"
