@@ -19,6 +19,7 @@ __all__ = ["Outcome", "install_grpc_probe", "install_http_probe"]
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,10 @@ class _Box:
 
 #: How long past its timeout a request may take before it counts as stuck.
 _GRACE = 0.25
+#: How long a stuck request holds the transport before its connection is closed under it
+#: (requests are refused meanwhile: the collector is answering, however slowly, and a
+#: request sent while a 200 trickles could end with that 200 and count as delivered).
+_STUCK_LIMIT = 10.0
 
 
 class _HTTPProbe:
@@ -89,30 +94,36 @@ class _HTTPProbe:
         self._spawn = spawn
         self._abort = abort
         self._stuck: threading.Thread | None = None
+        self._stuck_since = 0.0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def _bounded(self, *args: Any, **kwargs: Any) -> Any:
-        """The inner request, run on a helper thread and given up after its timeout: its
-        connection is closed under it (``abort``), so the helper ends; one that does not
-        is left to end when its socket does, and none is started while one is stuck."""
+        """The inner request, run on a helper thread and given up after its timeout (a
+        failure: sent again). The helper is left to end when its socket does, and none is
+        started while one is stuck, for ``_STUCK_LIMIT`` seconds at most: then its
+        connection is closed under it (``abort``), so that one connection trickling for
+        ever (a stuck proxy) does not stop every later request."""
         timeout = kwargs.get("timeout")
         if self._spawn is None or not isinstance(timeout, (int, float)):
             return self._inner.request(*args, **kwargs)
         stuck = self._stuck
         if stuck is not None and stuck.is_alive():
-            return _timed_out("an earlier request to the collector is still unanswered")
+            if self._abort is None or time.monotonic() < self._stuck_since + _STUCK_LIMIT:
+                return _timed_out("an earlier request to the collector is still unanswered")
+            with contextlib.suppress(Exception):
+                self._abort(stuck)
+            stuck.join(_GRACE)
+            if stuck.is_alive():
+                return _timed_out("an earlier request to the collector is still unanswered")
+        self._stuck = None
         got: list[Any] = []
         thread = self._spawn(lambda: got.append(self._inner.request(*args, **kwargs)))
         thread.join(max(float(timeout), 0.0) + _GRACE)
         if got:
             return got[0]
-        if self._abort is not None:  # whatever the helper makes of the cut answer, it
-            with contextlib.suppress(Exception):  # came too late: a failure (re-sent)
-                self._abort(thread)
-            thread.join(_GRACE)
-        self._stuck = thread if thread.is_alive() else None
+        self._stuck, self._stuck_since = thread, time.monotonic()
         return _timed_out(f"no complete answer within {float(timeout):.2f} s")
 
     def request(self, *args: Any, **kwargs: Any) -> Any:

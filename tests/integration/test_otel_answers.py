@@ -425,11 +425,11 @@ class _OneTrickle(BaseHTTPRequestHandler):
 
 
 def test_one_trickling_answer_does_not_strand_delivery(tmp_path: Path) -> None:
-    """A request whose answer trickles for ever is given up after its timeout and its
-    connection closed: the records after it are delivered (over a new connection). The
-    abandoned request kept reading, and no request was sent while it did: nothing was
-    delivered for as long as that one connection trickled, every ERROR sat in the
-    spool."""
+    """A request whose answer trickles for ever is given up after its timeout, and its
+    connection closed once it has held the transport for 10 s: the records after it are
+    delivered (over a new connection). The abandoned request kept reading, and no request
+    was sent while it did: nothing was delivered for as long as that one connection
+    trickled, every ERROR sat in the spool."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _OneTrickle)
     server.daemon_threads = True
     server.events, server.lock, server.requests = [], threading.Lock(), 0  # type: ignore[attr-defined]
