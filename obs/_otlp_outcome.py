@@ -19,6 +19,7 @@ __all__ = ["Outcome", "install_grpc_probe", "install_http_probe"]
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,9 @@ _PERMANENT_HTTP = frozenset({400, 422})
 #: maximum size"). Not "exceeds" alone: rate limiters say "rate exceeds quota".
 _SIZE_WORDS = ("larger than max", "exceeds max", "too large", "message size")
 _RETRY_INFO = "google.rpc.retryinfo-bin"
+#: gRPC core's words when the *answer* is over the client's receive limit (4 MiB): the
+#: collector took the request and answered (a huge partial_success text), not "too large".
+_ANSWER_TOO_LARGE = "client: received message larger than max"
 
 
 @dataclasses.dataclass(slots=True)
@@ -66,6 +70,10 @@ class _Box:
 
 #: How long past its timeout a request may take before it counts as stuck.
 _GRACE = 0.25
+#: How long a stuck request holds the transport before its connection is closed under it
+#: (requests are refused meanwhile: the collector is answering, however slowly, and a
+#: request sent while a 200 trickles could end with that 200 and count as delivered).
+_STUCK_LIMIT = 10.0
 
 
 class _HTTPProbe:
@@ -86,30 +94,36 @@ class _HTTPProbe:
         self._spawn = spawn
         self._abort = abort
         self._stuck: threading.Thread | None = None
+        self._stuck_since = 0.0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def _bounded(self, *args: Any, **kwargs: Any) -> Any:
-        """The inner request, run on a helper thread and given up after its timeout: its
-        connection is closed under it (``abort``), so the helper ends; one that does not
-        is left to end when its socket does, and none is started while one is stuck."""
+        """The inner request, run on a helper thread and given up after its timeout (a
+        failure: sent again). The helper is left to end when its socket does, and none is
+        started while one is stuck, for ``_STUCK_LIMIT`` seconds at most: then its
+        connection is closed under it (``abort``), so that one connection trickling for
+        ever (a stuck proxy) does not stop every later request."""
         timeout = kwargs.get("timeout")
         if self._spawn is None or not isinstance(timeout, (int, float)):
             return self._inner.request(*args, **kwargs)
         stuck = self._stuck
         if stuck is not None and stuck.is_alive():
-            return _timed_out("an earlier request to the collector is still unanswered")
+            if self._abort is None or time.monotonic() < self._stuck_since + _STUCK_LIMIT:
+                return _timed_out("an earlier request to the collector is still unanswered")
+            with contextlib.suppress(Exception):
+                self._abort(stuck)
+            stuck.join(_GRACE)
+            if stuck.is_alive():
+                return _timed_out("an earlier request to the collector is still unanswered")
+        self._stuck = None
         got: list[Any] = []
         thread = self._spawn(lambda: got.append(self._inner.request(*args, **kwargs)))
         thread.join(max(float(timeout), 0.0) + _GRACE)
         if got:
             return got[0]
-        if self._abort is not None:  # whatever the helper makes of the cut answer, it
-            with contextlib.suppress(Exception):  # came too late: a failure (re-sent)
-                self._abort(thread)
-            thread.join(_GRACE)
-        self._stuck = thread if thread.is_alive() else None
+        self._stuck, self._stuck_since = thread, time.monotonic()
         return _timed_out(f"no complete answer within {float(timeout):.2f} s")
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
@@ -162,7 +176,7 @@ def _classify_http(result: Any) -> Outcome | None:
     if not isinstance(status, int):
         return None
     if 200 <= status < 300:
-        return _partial(result.content())
+        return _partial(result.content(), _content_type(result))
     message = _http_answer(status, result)
     if status == 413:
         return Outcome(ok=False, too_large=True, message=message)
@@ -196,13 +210,30 @@ def _http_message(result: Any) -> str:
     return ""
 
 
-def _partial(body: bytes) -> Outcome:
+def _content_type(result: Any) -> str:
+    try:
+        return str(result.headers().get("content-type") or "").lower()
+    except Exception:
+        return ""
+
+
+def _partial(body: bytes, content_type: str = "") -> Outcome:
+    """A 2xx's partial_success, read as its Content-Type says: protobuf (or no type), or
+    OTLP/JSON; another body (an HTML page, text) holds none, and garbage that happens to
+    parse as protobuf must not count delivered records as rejected."""
+    from google.protobuf import json_format  # noqa: PLC0415
     from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
 
     if not body:
         return Outcome(ok=True)
+    response = logs_service_pb2.ExportLogsServiceResponse()
     try:
-        response = logs_service_pb2.ExportLogsServiceResponse.FromString(body)
+        if "json" in content_type:
+            json_format.Parse(body, response, ignore_unknown_fields=True)
+        elif not content_type or "protobuf" in content_type or "octet-stream" in content_type:
+            response.ParseFromString(body)
+        else:
+            return Outcome(ok=True)
     except Exception:
         return Outcome(ok=True)
     return _from_response(response)
@@ -275,6 +306,8 @@ def install_grpc_probe(exporter: Any) -> _Box | None:  # noqa: C901 - one guard 
                 response = self._inner.Export(*args, **kwargs)
             except grpc.RpcError as error:
                 box.answer = _classify_grpc(error)
+                if box.answer.ok:  # its answer was too large to read: it took the request
+                    return _empty_response()
                 if box.answer.too_large or box.answer.permanent:
                     raise Final(error) from error
                 raise
@@ -298,6 +331,8 @@ def _classify_grpc(error: Any) -> Outcome:
         message = _text(f"{code.name}: {details}" if details else code.name)
     except Exception:
         return Outcome(ok=False)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _ANSWER_TOO_LARGE in details.lower():
+        return Outcome(ok=True)  # a unary call answers a message only on success
     if (
         code == grpc.StatusCode.RESOURCE_EXHAUSTED
         and not _retry_info(error)  # the server says: later (throttled, not too large)
@@ -314,3 +349,9 @@ def _retry_info(error: Any) -> bool:
         return any(key == _RETRY_INFO for key, _ in error.trailing_metadata() or ())
     except Exception:
         return False
+
+
+def _empty_response() -> Any:
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
+
+    return logs_service_pb2.ExportLogsServiceResponse()

@@ -18,9 +18,10 @@ from typing import Any
 #: a collector or proxy answering a huge body or a gzip bomb held it all in memory.
 _MAX_ANSWER = 256 * 1024
 
-#: The connection each thread is sending a request on (the thread's last one).
+#: The connection each thread is sending a request on (the thread's last one). No lock:
+#: one item set or popped at a time (atomic under the GIL), and a lock a parent thread
+#: held at a fork would stop the child's requests for ever.
 _LIVE: weakref.WeakKeyDictionary[threading.Thread, Any] = weakref.WeakKeyDictionary()
-_LIVE_LOCK = threading.Lock()
 
 
 def abort_request(thread: threading.Thread) -> None:
@@ -28,8 +29,7 @@ def abort_request(thread: threading.Thread) -> None:
     that its blocked read fails now. An HTTP client's timeout bounds each socket read,
     not the request: a collector trickling one answer for ever held that thread, and
     with it the connection, for ever."""
-    with _LIVE_LOCK:
-        connection = _LIVE.pop(thread, None)
+    connection = _LIVE.pop(thread, None)
     sock = getattr(connection, "sock", None)
     if sock is not None:
         with contextlib.suppress(OSError):
@@ -42,8 +42,7 @@ def _tracked(base: type) -> type:
 
     class Tracked(base):  # type: ignore[misc]
         def request(self, *args: Any, **kwargs: Any) -> Any:
-            with _LIVE_LOCK:
-                _LIVE[threading.current_thread()] = self
+            _LIVE[threading.current_thread()] = self
             return super().request(*args, **kwargs)
 
     Tracked.__name__ = Tracked.__qualname__ = f"Tracked{base.__name__}"
@@ -73,12 +72,14 @@ def session(*, pin_ca: bool) -> Any:
     A 2xx answer is the collector's word that it stored the request: a body the client
     cannot decode (``Content-Encoding: gzip`` over plain bytes) or read to its end (the
     connection reset after the status line) leaves the answer a 2xx with an empty body,
-    not a failure that would send the stored records again. A body is read no further
-    than ``_MAX_ANSWER`` bytes, decoded (a longer one's connection is closed). Its
-    connections are tracked (:func:`abort_request`). With ``pin_ca`` the CA stays the
-    configured one: requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a
-    session's ``verify`` (psf/requests#3829), so on hosts that set them (most CI images,
-    corporate machines) the exporter would ignore OTEL_EXPORTER_OTLP_CERTIFICATE.
+    not a failure that would send the stored records again; any other status keeps its
+    meaning the same way (a 400 stays permanent, not a transient failure retried for
+    ever). A body is read no further than ``_MAX_ANSWER`` bytes, decoded (a longer one's
+    connection is closed). Its connections are tracked (:func:`abort_request`). With
+    ``pin_ca`` the CA stays the configured one: requests lets ``REQUESTS_CA_BUNDLE`` /
+    ``CURL_CA_BUNDLE`` override a session's ``verify`` (psf/requests#3829), so on hosts
+    that set them (most CI images, corporate machines) the exporter would ignore
+    OTEL_EXPORTER_OTLP_CERTIFICATE.
     """
     import requests  # noqa: PLC0415 - the HTTP exporter's own dependency
     from urllib3.connection import HTTPConnection, HTTPSConnection  # noqa: PLC0415
@@ -111,9 +112,7 @@ def session(*, pin_ca: bool) -> Any:
             response = super().send(request, **{**kwargs, "stream": True})
             try:
                 body = _read_capped(response)
-            except unreadable:
-                if not 200 <= response.status_code < 300:
-                    raise
+            except unreadable:  # the status is the answer (a 2xx: stored; a 400: never)
                 response._content, response._content_consumed = b"", True
                 response.close()
                 return response

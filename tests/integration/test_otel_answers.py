@@ -425,11 +425,11 @@ class _OneTrickle(BaseHTTPRequestHandler):
 
 
 def test_one_trickling_answer_does_not_strand_delivery(tmp_path: Path) -> None:
-    """A request whose answer trickles for ever is given up after its timeout and its
-    connection closed: the records after it are delivered (over a new connection). The
-    abandoned request kept reading, and no request was sent while it did: nothing was
-    delivered for as long as that one connection trickled, every ERROR sat in the
-    spool."""
+    """A request whose answer trickles for ever is given up after its timeout, and its
+    connection closed once it has held the transport for 10 s: the records after it are
+    delivered (over a new connection). The abandoned request kept reading, and no request
+    was sent while it did: nothing was delivered for as long as that one connection
+    trickled, every ERROR sat in the spool."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _OneTrickle)
     server.daemon_threads = True
     server.events, server.lock, server.requests = [], threading.Lock(), 0  # type: ignore[attr-defined]
@@ -508,3 +508,132 @@ def test_counts_add_up_while_the_collector_stalls(
         _unaccounted(after),
     )
     assert set(errors) <= set(collector.events())
+
+
+# -- gRPC: an answer too large for the client ------------------------------------------------
+
+
+def test_grpc_answer_too_large_to_read_is_a_delivery(tmp_path: Path) -> None:
+    """A collector that stores the request and answers OK with a 5 MiB message (a
+    partial_success text past the client's 4 MiB receive limit): the records count as
+    exported, each stored once, none counted lost. The client's RESOURCE_EXHAUSTED
+    ("CLIENT: Received message larger than max") read as "request too large": the batch
+    was split and sent again down to single records (each stored 4 times) and every
+    record counted ``rejected``."""
+    stored: list[str] = []
+    lock = threading.Lock()
+
+    class Servicer(logs_service_pb2_grpc.LogsServiceServicer):
+        def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
+            with lock:
+                stored.extend(str(r["event_name"]) for r in decode_request(request, "grpc"))
+            response = logs_service_pb2.ExportLogsServiceResponse()
+            response.partial_success.error_message = "x" * (5 << 20)
+            return response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Servicer(), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sink, _ = _sink(_settings(tmp_path / "spool", f"http://127.0.0.1:{port}", "grpc", 5.0))
+    try:
+        errors = _log(sink, "big")
+        flushed = sink.force_flush(10.0)
+    finally:
+        sink.shutdown(2.0)
+        server.stop(0)
+    stats = sink.stats()
+    assert (True, 8, {}, 0) == (flushed, stats["exported"], stats["dropped"], stats["spooled"])
+    with lock:
+        assert (sorted(set(stored)), len(set(stored))) == (sorted(stored), 8)
+    assert set(errors) <= set(stored)
+
+
+# -- HTTP: a status whose body cannot be decoded --------------------------------------------
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_permanent_status_with_an_undecodable_body_is_still_permanent(
+    collector: Collector, tmp_path: Path, status: int
+) -> None:
+    """A 400 / 413 / 422 whose body is not what its ``Content-Encoding`` says (gzip over
+    plain text): the status decides, the records are given up and counted ``rejected``,
+    and the spool is left empty. The body's decoding error hid the status: the answer
+    read as a transient failure, the ERRORs were spooled and sent again for ever."""
+    collector.http_answer = lambda names: (
+        status,
+        [("Content-Encoding", "gzip"), ("Content-Type", "text/plain")],
+        b"not gzip at all",
+    )
+    sink, _ = _sink(
+        _settings(tmp_path / "spool", collector.endpoint("http/protobuf"), "http/protobuf")
+    )
+    try:
+        _log(sink, f"p{time.monotonic_ns()}", n=2)
+        flushed = sink.force_flush(5.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+    stats = sink.stats()
+    assert (True, {"ERROR": 2, "INFO": 2}, 0) == (
+        flushed,
+        stats["dropped_by_reason"].get("rejected"),
+        stats["spooled"],
+    )
+    assert [] == list((tmp_path / "spool").glob("spool*.jsonl"))
+
+
+# -- HTTP 200: the body is read as what its Content-Type says --------------------------------
+
+_PARTIAL = logs_service_pb2.ExportLogsServiceResponse()
+_PARTIAL.partial_success.rejected_log_records = 2
+_PARTIAL.partial_success.error_message = "2 records dropped: password=hunter2"
+_JSON_PARTIAL = b'{"partialSuccess": {"rejectedLogRecords": "2", "errorMessage": "2 dropped"}}'
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "rejected"),
+    [
+        ("application/x-protobuf", _PARTIAL.SerializeToString(), 2),
+        ("", _PARTIAL.SerializeToString(), 2),
+        ("application/json", _JSON_PARTIAL, 2),
+        ("application/json; charset=utf-8", b'{"partialSuccess": {}}', 0),
+        ("application/json", b"{not json", 0),
+        ("text/html", b"\n\x02\x08\x05", 0),  # garbage that parses: rejected 5
+        ("text/plain", _PARTIAL.SerializeToString(), 0),
+    ],
+    ids=["protobuf", "untyped", "json", "json-empty", "json-garbage", "html", "text"],
+)
+def test_http_200_body_is_read_as_its_content_type(
+    collector: Collector, tmp_path: Path, content_type: str, body: bytes, rejected: int
+) -> None:
+    """A 200's partial_success is read from a protobuf body (or one without a type), and
+    from a JSON body (a collector answering OTLP/JSON); any other body (an HTML page, text)
+    holds none: every record counts delivered. A garbage body that happened to parse as
+    protobuf counted delivered records as ``rejected``; a JSON partial_success was
+    ignored."""
+    headers = [("Content-Type", content_type)] if content_type else []
+    stored: list[str] = []
+
+    def answer(names: list[str]) -> tuple[int, list[tuple[str, str]], bytes]:
+        stored.extend(names)
+        return 200, headers, body
+
+    collector.http_answer = answer
+    endpoint = collector.endpoint("http/protobuf")
+    sink, reports = _sink(_settings(tmp_path / "spool", endpoint, "http/protobuf"))
+    try:
+        for i in range(8):
+            sink(None, "error", ev(f"c{i}"))
+        flushed = sink.force_flush(5.0)
+    finally:
+        sink.shutdown(2.0)
+        collector.http_answer = lambda names: None
+    stats = sink.stats()
+    assert (True, 8 - rejected, rejected, 8) == (
+        flushed,
+        stats["exported"],
+        sum(stats["dropped_by_reason"].get("rejected", {}).values()),
+        len(stored),
+    )
+    assert "hunter2" not in repr(reports.calls)
