@@ -22,6 +22,8 @@ __all__ = [
     "bearer_hint",
     "close_budget",
     "credential_hint",
+    "cut_head",
+    "cut_tail",
     "has_separator",
     "is_secret_name",
     "key_words",
@@ -369,6 +371,38 @@ def _url_token(match: re.Match[str]) -> str:
     at = token.rfind("@")
     token = _URL_PASSWORD.sub(rf"\1{REDACTED}@", token[: at + 1]) + token[at + 1 :]
     return _HTTP_USER.sub(rf"\1{REDACTED}@", token) if "//" in token else token
+
+
+#: What ends a token in text (:data:`_AT_TOKEN`'s delimiters): a token a cut lands in is
+#: the text after the last of these.
+_TOKEN_ENDS = (" ", "\t", "\n", "\r", "'", '"', "<", ">")
+
+
+def cut_tail(text: str) -> str:
+    """``text``, the start of a longer text cut short, without its last token when that
+    token may be a credential the cut left without its end, which the scrubber needs to
+    see it: a URL's userinfo before its ``@`` (``https://user:pw``, ``https://<token>``,
+    percent-encoded too) or a bearer/basic credential (shorter than it looks for). Cut
+    before it is scrubbed, so none of it is shown; a word, a number or a pair stays."""
+    start = max(map(text.rfind, _TOKEN_ENDS)) + 1
+    token = text[start:]
+    if ":" in token or "@" in token or "%" in token:
+        return text[:start]
+    if token and text[max(start - 8, 0) : start].rstrip().lower().endswith(("bearer", "basic")):
+        return text[:start]
+    return text
+
+
+#: How far past a cut a scrub reads, so a credential that straddles the cut is found.
+SCRUB_MARGIN = 1024
+
+
+def cut_head(text: str, limit: int) -> str:
+    """What of ``text`` to scrub when at most ``limit`` characters of it are shown: all of
+    it, or its first ``limit`` + :data:`SCRUB_MARGIN` characters without a last token that
+    cut left without its end (:func:`cut_tail`: a URL password longer than the margin)."""
+    end = limit + SCRUB_MARGIN
+    return text if len(text) <= end else cut_tail(text[:end])
 
 
 def _bearer(match: re.Match[str]) -> str:

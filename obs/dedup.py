@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from obs import errors
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
 from obs._format import format_body
+from obs._secrets import cut_tail
 from obs.encode import PLAIN_TYPES, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 from obs.rank import NOT_IMPORTED
 
@@ -107,7 +108,7 @@ def _kv(value: object) -> object:
 
 
 def _long(text: str) -> tuple[str, int, str, int]:
-    return ("long", len(text), text[:256], hash(text))
+    return ("long", len(text), cut_tail(text[:256]), hash(text))  # its start: summaries show it
 
 
 def make_key(  # noqa: C901, PLR0911 - the hot path: a fast return per common shape
@@ -196,12 +197,10 @@ class _Entry:
 
 
 def key_text(key: Key) -> str:
-    """A readable form of a key for summaries: ``logger:level:event field=value ...``.
-
-    A drop-in ``*_once(msg, *args)`` call's arguments (fields ``0``, ``1``, ...) are shown
-    as the record's body shows them, formatted into ``msg`` and scrubbed, never as
-    ``0=value``: a value is only ever redacted by its name, and theirs say nothing.
-    """
+    """A readable form of a key for summaries: ``logger:level:event field=value ...``,
+    scrubbed before it is cut. A drop-in ``*_once(msg, *args)`` call's arguments (fields
+    ``0``, ``1``, ...) are shown as the record's body shows them, formatted into ``msg``,
+    never as ``0=value``: a value is only ever redacted by its name, and theirs say nothing."""
     parts = [str(p) for p in key[:3]]
     rest = key[3:]
     if rest and len(rest) % 2 == 0:
@@ -217,7 +216,7 @@ def key_text(key: Key) -> str:
     if len(rest) % 2:
         pairs.append(str(rest[-1]))
     text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
-    text = scrub_text(text if len(text) <= 600 else text[:600])  # URL passwords, bearer
+    text = scrub_text(text if len(text) <= 600 else cut_tail(text[:600]))  # no half credential
     return text if len(text) <= 300 else text[:300] + "..."
 
 

@@ -60,6 +60,7 @@ from obs._secrets import (
     SECRET_WORDS,
     close_budget,
     credential_hint,
+    cut_head,
     is_secret_name,
     key_words,
     open_budget,
@@ -143,16 +144,12 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:limit]}...[truncated {len(text) - limit} chars]"
 
 
-#: How far past a cut a scrub reads, so a credential that straddles the cut is found.
-_SCRUB_MARGIN = 1024
-
-
 def _scrub_cut(text: str, limit: int, scrub: Callable[[str], str]) -> str:
     """``scrub(text)`` cut to ``limit`` as :func:`_truncate` cuts: scrubbed first (at most
-    ``limit`` + :data:`_SCRUB_MARGIN` chars of it), so no part of a credential is left
-    at the cut."""
+    ``limit`` + 1 KiB of it: :func:`~obs._secrets.cut_head`), so no part of a credential
+    is left at the cut."""
     size = len(text)
-    head = scrub(text if size <= limit else text[: limit + _SCRUB_MARGIN])
+    head = scrub(cut_head(text, limit))
     if len(head) <= limit and size <= limit:
         return head
     return f"{head[:limit]}...[truncated {max(size, len(head)) - limit} chars]"
@@ -230,7 +227,7 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         text = f"<unrepresentable {type(obj).__qualname__} object: {type(exc).__name__}>"
     try:
         size = len(text)
-        head = scrub_text(text[: limit + _SCRUB_MARGIN])  # what is shown, and past the cut
+        head = scrub_text(cut_head(text, limit))  # what is shown, and past the cut
         if size <= limit and len(head) <= limit:
             return _plain_str(head, limit)
         return f"{_plain_str(head[:limit], limit)}...[truncated {size - limit} chars]"
