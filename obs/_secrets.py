@@ -251,13 +251,19 @@ def bearer_hint(text: str) -> bool:
 
 def pair_hint(text: str) -> bool:
     """False when :func:`scrub_text`'s pair scan would surely leave ``text`` as it is: no
-    pair separator, or no secret word (C-level tests; the lowering only past a separator)."""
+    pair separator, or no secret word and no percent escape, which may spell one
+    (``to%6Ben=x``; C-level tests, the lowering only past a separator)."""
     if has_separator(text):
         low = text.lower()
         for hint in _SECRET_HINTS:  # a loop, not any(genexpr): a third less per text
             if hint in low:
                 return True
+        return "%" in text and _ESCAPE.search(text) is not None
     return False
+
+
+#: A percent escape (``%5F``): a name may be spelled with them (``api%5Fkey``).
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def has_separator(text: str) -> bool:
@@ -440,7 +446,8 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     For obs' own messages, summaries, formatted bodies, exception text and the reprs of
     objects obs cannot walk, which may quote an endpoint, a header or a
     ``Namespace(hf_token=...)``. A secret pair that is percent-encoded (``api_key%3Dx``,
-    a URL in a query) is found in the decoded text, which is then written, redacted.
+    ``api%5Fkey=x``, a URL in a query) is found in the decoded text, which is then
+    written, redacted.
     ``keep``: pair values that stay (:func:`scrub_name`'s placeholders).
     """
     budget = _BUDGET
@@ -459,7 +466,7 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
         text = _budgeted_credentials(text)
         if pairs:
             text = _scrub_pairs(text, keep)
-            if "%3" in text or "%2" in text:  # an encoded separator (``%3D``, ``%253D``)
+            if "%" in text:  # an encoded separator (``%3D``, ``%253D``) or name (``api%5Fkey``)
                 text = _scrub_encoded(text, keep)
     except _Spent:
         return REDACTED
@@ -496,7 +503,8 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
 
 def _scrub_encoded(text: str, keep: re.Pattern[str] | None) -> str:
     """``text`` itself, or its percent-decoded text scrubbed when that held a secret pair
-    (``api_key%3Dx``, a URL in a query): written decoded, so no escape hides the value."""
+    (``api_key%3Dx``, ``api%5Fkey=x``, a URL in a query): written decoded, so no escape
+    hides the value."""
     decoded = _percent_decoded(text)
     if decoded is not text and pair_hint(decoded):
         scrubbed = _scrub_pairs(_budgeted_credentials(decoded), keep)

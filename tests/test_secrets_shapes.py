@@ -435,3 +435,30 @@ def test_names_that_only_look_numbered_stay(key: str) -> None:
     """Counting and version names near a secret word keep their values."""
     text = _one_line(lambda log: log.info("e", **{key: "shown-value"}))
     assert json.loads(text)[key] == "shown-value"
+
+
+@given(
+    name=st.sampled_from([n for n in NAMES if len(n) > 3]),
+    encoded=st.sets(st.integers(0, 24), min_size=1, max_size=4),
+    sep=st.sampled_from(["=", "%3D", ": "]),
+    where=st.sampled_from(["{t}", "GET /p?n=1&{t} HTTP/1.1", "cfg {t}, n=1"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_percent_encoded_name(name: str, encoded: set[int], sep: str, where: str) -> None:
+    """``api%5Fkey=S``, ``hf%5Ftoken=S``, ``pass%77ord=S``: a name with any of its
+    characters percent-encoded (an encoder that escapes ``_``; the keys of
+    ``OTEL_RESOURCE_ATTRIBUTES``, which are percent-encoded) is read decoded, in a value and
+    in obs' own error text (a refused ``OTEL_RESOURCE_ATTRIBUTES`` quoted it raw before)."""
+    from obs.errors import ConfigError
+    from obs.settings import load_settings
+
+    spelled = "".join(f"%{ord(c):02X}" if i % len(name) in encoded else c
+                      for i, c in enumerate(name))  # fmt: skip
+    text = where.format(t=f"{spelled}{sep}{SECRET}")
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", url=text, n=1))
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+    with pytest.raises(ConfigError) as refused:  # a pair without "=" is refused
+        load_settings(env={"OTEL_RESOURCE_ATTRIBUTES": f"{spelled}={SECRET},refused"})
+    assert SECRET not in str(refused.value)
