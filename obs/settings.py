@@ -116,6 +116,15 @@ class Settings:
             for key, v in self.resource_attributes.items()
         }
 
+    @property
+    def shown_service_name(self) -> str:
+        """``service_name`` as obs exports it (the resource's ``service.name``) and names
+        the spool directory after it: URL passwords, bearer tokens and secret pairs
+        scrubbed, as from every text obs writes."""
+        from obs.encode import scrub_text  # noqa: PLC0415
+
+        return scrub_text(self.service_name)
+
     def source(self, field: str) -> str:
         """The variable or keyword ``field`` was read from (the field name by default)."""
         return self.sources.get(field, field)

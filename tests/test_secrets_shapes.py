@@ -462,3 +462,53 @@ def test_a_percent_encoded_name(name: str, encoded: set[int], sep: str, where: s
     with pytest.raises(ConfigError) as refused:  # a pair without "=" is refused
         load_settings(env={"OTEL_RESOURCE_ATTRIBUTES": f"{spelled}={SECRET},refused"})
     assert SECRET not in str(refused.value)
+
+
+SERVICE_CHILD = """
+import obs
+obs.configure()
+obs.get_logger("app").error("workspace_terminal_failure", n=1)
+obs.flush(timeout=5)
+"""
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("OTEL_SERVICE_NAME", "svc?token={s}"),
+     ("OTEL_RESOURCE_ATTRIBUTES", "service.name=https://deploy:{s}@git.example.com/svc,team=ml")],
+)  # fmt: skip
+@pytest.mark.parametrize("collector", ["up", "down"])
+def test_a_secret_in_the_service_name(
+    tmp_path: Path, variable: str, value: str, collector: str
+) -> None:
+    """The service name is text obs writes: the resource's ``service.name`` (to the
+    collector, and in the spool), the per-service spool directory's name and ``python -m
+    obs spool list`` carry it scrubbed (the name was exported and spooled as configured)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    env.update(PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path), OTEL_BLRP_SCHEDULE_DELAY="50")
+    env.update({variable: value.format(s=SECRET), "OBS_SHUTDOWN_TIMEOUT": "2"})
+    (tmp_path / "c.py").write_text(textwrap.dedent(SERVICE_CHILD))
+    with OTLPReceiver() as rx, socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.http_endpoint if collector == "up" else down
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "0.5"
+        proc = subprocess.run(
+            [sys.executable, str(tmp_path / "c.py")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = rx.wait_for(1, timeout=10) if collector == "up" else []
+    listed = subprocess.run(
+        [sys.executable, "-m", "obs", "spool", "list"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    written = [p for p in tmp_path.rglob("*") if "obs-spool" in str(p)]
+    texts = [proc.stdout, proc.stderr, listed.stdout, listed.stderr, repr(records)]
+    texts += [str(p) for p in written] + [p.read_text() for p in written if p.is_file()]
+    for text in texts:
+        assert SECRET not in text
+    if collector == "up":
+        assert "[REDACTED]" in records[0]["resource"]["service.name"]
+    else:
+        assert any("workspace_terminal_failure" in t for t in texts)
