@@ -123,10 +123,11 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: objects, a formatted message, a URL's query), or of a ``('name', value)`` pair (a
 #: header list's repr): the name and its separator. The name decides, through
 #: :func:`is_secret_name`; it is any run of word characters, ``.`` and ``-``
-#: (``--hf-token``, ``2fa_token``), at any length (its end decides too). An option of a
+#: (``--hf-token``, ``2fa_token``), at any length (its end decides too), with subscripts
+#: after it (``user[password]``, a form field as Rails and PHP nest them). An option of a
 #: command line (``-``/``--`` and a name) is a name too, its value after blanks.
 _PAIR_NAME = re.compile(
-    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)"
+    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
     r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?:=>?|:)\s*+|\\*['\"][ \t]*,[ \t]*)"
     r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
 )

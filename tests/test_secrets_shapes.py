@@ -512,3 +512,28 @@ def test_a_secret_in_the_service_name(
         assert "[REDACTED]" in records[0]["resource"]["service.name"]
     else:
         assert any("workspace_terminal_failure" in t for t in texts)
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    shape=st.sampled_from(["{p}[{k}]={v}", "{p}[{k}]: {v}", "POST /login?{p}[{k}]={v}&n=1",
+                           "{p}[x][{k}]={v}", "{p}%5B{k}%5D={v}", "{{'{p}[{k}]': '{v}'}}",
+                           "{p}[{k}][]={v}"]),
+    parent=st.sampled_from(["user", "config", "params", "data"]),
+)  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_subscripted_name(name: str, shape: str, parent: str) -> None:
+    """``user[password]=S`` (a form body or query string as Rails and PHP spell nested
+    fields), ``config[x][api_key]: S``, encoded ``user%5Bpassword%5D=S``: the name with its
+    subscripts is the pair's name, and a secret word in it makes the value secret."""
+    text = shape.format(p=parent, k=name, v=SECRET)
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", body=text, n=1))
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+
+
+def test_subscripts_that_are_not_secret_stay() -> None:
+    """A subscripted name with no secret word keeps its value."""
+    for text in ["tokens[0]=5", "user[name]=bob", "x[key]=1", "a[b][c]: d, max_tokens[1]=2"]:
+        assert scrub_text(text) == text
