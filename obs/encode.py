@@ -43,7 +43,6 @@ __all__ = [
 import dataclasses
 import itertools
 import re
-import reprlib
 import sys
 import traceback
 from collections import deque
@@ -53,6 +52,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTROL_SET, user_name
+from obs._repr import BOUNDED as _REPR
 from obs._secrets import (
     MAX_KEY,
     REDACTED,
@@ -176,15 +176,6 @@ def _int_text(value: int) -> str:
         return f"<int of {value.bit_length()} bits>"
 
 
-_REPR = reprlib.Repr()
-_REPR.maxlevel = 3
-_REPR.maxstring = 200
-_REPR.maxother = 200
-_REPR.maxlong = 60
-for _name in ("maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdict", "maxdeque", "maxarray"):
-    setattr(_REPR, _name, 16)
-
-
 def _torch_summary(obj: object) -> str | None:
     """A data-free summary of torch/numpy arrays (a tensor's repr can sync the GPU)."""
     cls = type(obj)
@@ -208,8 +199,8 @@ def _torch_summary(obj: object) -> str | None:
 def safe_repr(obj: object, limit: int = MAX_STR) -> str:
     """``repr(obj)`` that never raises, is data-free for tensors and bounded in length.
 
-    Built-in containers are shown through :mod:`reprlib` (a few items, a few levels), so a
-    million-element list costs as much as a short one.
+    Built-in containers are shown through :mod:`reprlib` (a few items, a few levels, a long
+    item's head: :mod:`obs._repr`), so a million-element list costs as much as a short one.
     """
     try:
         summary = _torch_summary(obj)

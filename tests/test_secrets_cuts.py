@@ -143,3 +143,44 @@ def test_cut_tail_keeps_text_that_needs_no_end() -> None:
     assert cut_tail("sent Bearer ab") == "sent Bearer "
     assert cut_tail("sent 'a%3Ab") == "sent '"
     assert cut_tail("") == ""
+
+
+class _Config:
+    """An object whose repr is long, a secret pair in it (reprlib shortens it)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Config({self.text})"
+
+
+@given(
+    shape=st.sampled_from(CREDENTIALS),
+    after=st.integers(60, 110),
+    kind=st.sampled_from(["str", "object", "bytes"]),
+    how=st.sampled_from(["obs", "stdlib", "tuple", "repr"]),
+)
+@settings(max_examples=200)
+def test_a_short_repr_of_an_argument_cuts_no_name_off(
+    shape: str, after: int, kind: str, how: str
+) -> None:
+    """A list or tuple argument (``log.info("cfg %s", [text])``) is shown through a
+    bounded repr that shortens each long item; it kept an item's head and tail around
+    ``...``, so a cut through a pair's name left its value behind a piece of the name
+    (``'aaa...word=<secret>bbb'``, written as it was). A long item keeps its head only."""
+    text = "a" * 150 + " " + shape.format(s=SECRET) + " " + "b" * after
+    item: Any = {"str": text, "object": _Config(text), "bytes": text.encode()}[kind]
+
+    def call(log: Any) -> None:
+        if how == "obs":
+            log.warning("cfg %s", [item])
+        elif how == "stdlib":
+            logging.getLogger("vllm.x").warning("cfg %s", [item, 1])
+        elif how == "tuple":
+            log.warning("cfg %s %s", (item,), 2)
+        else:
+            log.warning("cfg %r", (item,))
+
+    assert not _leaks(_written(call))
+    assert not _leaks(safe_repr([item]))
