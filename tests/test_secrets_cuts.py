@@ -184,3 +184,31 @@ def test_a_short_repr_of_an_argument_cuts_no_name_off(
 
     assert not _leaks(_written(call))
     assert not _leaks(safe_repr([item]))
+
+
+@given(
+    shape=st.sampled_from(CREDENTIALS),
+    offset=st.integers(1, 40),
+    field=st.sampled_from(["error_message", "reason"]),
+    items=st.booleans(),
+)
+@settings(max_examples=150)
+def test_a_typed_event_body_cut_inside_a_credential(
+    shape: str, offset: int, field: str, items: bool
+) -> None:
+    """A typed event's body shows each field's text cut to 1,000 characters; the cut
+    came before the scrub, so a credential it cut short (``https://user:<secret>`` without
+    its ``@``) was written in the body. The field itself was always scrubbed."""
+    from obs.events import ChainAttemptFailed, emit
+
+    text = _around(1000, shape.format(s=SECRET), offset)
+    values = {"error_message": "boom", "reason": "error"}
+    values[field] = text if not items else (text,)  # type: ignore[assignment]
+
+    def call(log: Any) -> None:
+        emit(ChainAttemptFailed(chain="c", backend="b", attempt=1, error_type="E",
+                                duration_ms=1.0, **values))  # fmt: skip
+
+    written = _written(call)
+    assert '"chain_attempt_failed"' in written
+    assert not _leaks(written)
