@@ -226,9 +226,9 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         return f"<unrepresentable {type(obj).__qualname__} object>"
 
 
-def _safe_str(obj: object, limit: int = MAX_STR) -> str:
+def _safe_str(obj: object, limit: int = MAX_STR, scrub: Callable[[str], str] | None = None) -> str:
     if isinstance(obj, str):
-        return _plain_str(obj, limit)
+        return _plain_str(obj, limit, scrub)
     if isinstance(obj, BaseException):
         try:
             return _plain_str(scrub_text(f"{type(obj).__name__}: {_exc_text(obj)}"), limit)
@@ -584,8 +584,8 @@ def _free_name(event_dict: EventDict, key: object) -> str:
     """The plain, bounded name a key that is not a plain short str is written under: its
     text (a str subclass's exact value), as ``user.<text>`` when that is a control or
     private name or a key already there, so it never overwrites a field."""
-    text = str.__str__(key) if isinstance(key, str) else key
-    name = user_name(_safe_str(text, MAX_KEY))
+    text = str.__str__(key) if isinstance(key, str) else key  # a text: scrubbed, then cut
+    name = user_name(_safe_str(text, MAX_KEY, scrub_text))
     if _ALNUM.search(name) is None:  # Loki refuses the whole push for it: user.<name>
         name = f"user.{name}"
     while name in event_dict:

@@ -212,3 +212,33 @@ def test_a_typed_event_body_cut_inside_a_credential(
     written = _written(call)
     assert '"chain_attempt_failed"' in written
     assert not _leaks(written)
+
+
+@given(
+    shape=st.sampled_from(CREDENTIALS),
+    offset=st.integers(1, 40),
+    how=st.sampled_from(["field", "str subclass", "stdlib extra", "bound"]),
+)
+@settings(max_examples=150)
+def test_a_long_field_name_cut_inside_a_credential(shape: str, offset: int, how: str) -> None:
+    """A field name over 256 characters is written cut to 256; the cut came before the
+    name was scrubbed, so a URL password it cut short (before its ``@``) was written as
+    the field's name."""
+    name = _around(256, shape.format(s=SECRET), offset)
+
+    class Name(str):
+        __slots__ = ()
+
+    def call(log: Any) -> None:
+        if how == "field":
+            log.warning("workspace_attempt", **{name: 1})
+        elif how == "str subclass":
+            log.warning("workspace_attempt", **{Name(name): 1})
+        elif how == "stdlib extra":
+            logging.getLogger("vllm.x").warning("workspace_attempt", extra={name: 1})
+        else:
+            log.bind(**{name: 1}).warning("workspace_attempt")
+
+    written = _written(call)
+    assert '"workspace_attempt"' in written
+    assert not _leaks(written)
