@@ -553,7 +553,7 @@ def format_exception(value: object) -> dict[str, str] | None:
         arg = exc.args[0] if len(exc.args) == 1 else exc
         message = _plain_str(arg, MAX_STR, scrub_text) if isinstance(arg, str) else _safe_str(arg)
         return {
-            "exception.type": _plain_str(name, MAX_KEY),
+            "exception.type": _plain_str(name, MAX_KEY, scrub_text),
             "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
             "exception.stacktrace": _plain_str(_format_chain(exc), MAX_STACK, scrub_text),
         }

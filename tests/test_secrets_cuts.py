@@ -242,3 +242,18 @@ def test_a_long_field_name_cut_inside_a_credential(shape: str, offset: int, how:
     written = _written(call)
     assert '"workspace_attempt"' in written
     assert not _leaks(written)
+
+
+@given(shape=st.sampled_from(CREDENTIALS), offset=st.integers(1, 40))
+@settings(max_examples=60)
+def test_a_long_exception_type_name_cut_inside_a_credential(shape: str, offset: int) -> None:
+    """``exception.type`` is cut to 256 characters: scrubbed before the cut, as a field
+    name is (a class made at run time may be named after anything)."""
+    error = type(_around(256, shape.format(s=SECRET), offset), (Exception,), {})
+
+    def call(log: Any) -> None:
+        log.error("workspace_terminal_failure", exc_info=error("boom"))
+
+    written = _written(call)
+    assert '"exception.type"' in written
+    assert not _leaks(written)
