@@ -125,10 +125,11 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: :func:`is_secret_name`; it is any run of word characters, ``.`` and ``-``
 #: (``--hf-token``, ``2fa_token``), at any length (its end decides too), with subscripts
 #: after it (``user[password]``, a form field as Rails and PHP nest them). An option of a
-#: command line (``-``/``--`` and a name) is a name too, its value after blanks.
+#: command line (``-``/``--`` and a name) is a name too, its value after blanks. The
+#: separator is ``=``, ``:``, ``=>`` or a run of them (``:=``, ``::=``, ``==``).
 _PAIR_NAME = re.compile(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
-    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?:=>?|:)\s*+|\\*['\"][ \t]*,[ \t]*)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*)"
     r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
@@ -149,7 +150,7 @@ _AUTH_PAIR = re.compile(
 #: session=x``), so all of its value, to the end of the line or a quote, is redacted.
 _COOKIE_HEADER = re.compile(
     r"(?i)(?:(?<![\w.-])|(?<=\\[ntr]))((?:set[-_])?cookie)"
-    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+:\s*+(?:\\+[ntr][ \t]*)*+)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
@@ -492,8 +493,8 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
     field, a cookie header's to the end of its line) redacted, and what that cut short as
     userinfo scrubbed again."""
     paired = text
-    if "auth" in text.lower():
-        paired = _sub(_AUTH_PAIR, text, _auth if keep is None else _auth_but(keep, text))
+    if "auth" in paired.lower():
+        paired = _sub(_AUTH_PAIR, paired, _auth if keep is None else _auth_but(keep, paired))
     if "ookie" in paired or "OOKIE" in paired:
         paired = _sub(_COOKIE_HEADER, paired, _auth if keep is None else _auth_but(keep, paired))
     paired = _redact_pairs(paired, keep)

@@ -537,3 +537,25 @@ def test_subscripts_that_are_not_secret_stay() -> None:
     """A subscripted name with no secret word keeps its value."""
     for text in ["tokens[0]=5", "user[name]=bob", "x[key]=1", "a[b][c]: d, max_tokens[1]=2"]:
         assert scrub_text(text) == text
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    sep=st.sampled_from([":=", "::=", "==", "=="]),
+    before=st.sampled_from(["", " "]),
+    after=st.sampled_from(["", " ", "\t"]),
+    quoted=st.booleans(),
+    where=st.sampled_from(["{t}, n=1", "SET @{t};", "if {t} {{"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_separator_of_several_characters(  # noqa: PLR0917 - Hypothesis passes each part
+    name: str, sep: str, before: str, after: str, quoted: bool, where: str
+) -> None:
+    """``password := S`` (Go, SQL's ``SET @password := 'S'``), ``password ::= S``,
+    ``token == S``: the whole separator goes before the value (only its first character
+    did, and a blank after the rest left the value as it was)."""
+    value = f"'{SECRET}'" if quoted else SECRET
+    text = where.format(t=f"{name}{before}{sep}{after}{value}")
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", sql=text, n=1))
+    assert SECRET not in line
