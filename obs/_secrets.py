@@ -493,6 +493,8 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
     field, a cookie header's to the end of its line) redacted, and what that cut short as
     userinfo scrubbed again."""
     paired = text
+    if "\n" in text and _BLOCK_HINT.search(text):  # a YAML block scalar: all its lines
+        paired = _redact_blocks(text)
     if "auth" in paired.lower():
         paired = _sub(_AUTH_PAIR, paired, _auth if keep is None else _auth_but(keep, paired))
     if "ookie" in paired or "OOKIE" in paired:
@@ -535,6 +537,52 @@ def _percent_decoded(text: str) -> str:
 
 
 _secret_name = is_secret_name  # names met in text: cached as field names are
+
+#: A YAML block scalar under a name (``private_key: |``, ``password: >-``): the name, its
+#: ``:`` and the indicator ending its line; the value is the lines below it.
+_BLOCK = re.compile(r"(?<![\w.-])([\w.-]++)(['\"]?[ \t]*+:[ \t]*+)[|>][-+1-9]{0,2}[ \t]*+(?=\r?\n)")
+#: What :data:`_BLOCK` needs, searched first (C-level; ``<module>\n`` in a traceback is not).
+_BLOCK_HINT = re.compile(r":[ \t]*+[|>][-+1-9]{0,2}[ \t]*+\r?\n")
+#: Names whose value is a secret whatever they are (:data:`_AUTH_PAIR`'s, a cookie header).
+_AUTH_NAME = re.compile(r"(?i)[\w.-]*auth(?:orization|entication)?|(?:set[-_])?cookie")
+
+
+def _redact_blocks(text: str) -> str:
+    """``text`` with the block scalar under each secret name redacted, all its lines (a
+    PEM key in a Kubernetes Secret's ``stringData``); one pass, each block walked once."""
+    parts: list[str] = []
+    done = 0
+    for found in _BLOCK.finditer(text):
+        _step()
+        name = found[1]
+        if found.start() < done or not (_secret_name(name) or _AUTH_NAME.fullmatch(name)):
+            continue
+        parts.append(text[done : found.end(2)])
+        parts.append(REDACTED)
+        done = _block_end(text, found.start(), found.end(2))
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _block_end(text: str, name_at: int, at: int) -> int:
+    """Where the YAML block scalar whose indicator is at ``at`` ends (``private_key: |``
+    and a PEM key's lines): at the line break before the first line below it that is not
+    blank and is indented no more than the line its name is on. One pass over the block."""
+    line = text.rfind("\n", 0, name_at) + 1
+    indent = name_at - line - len(text[line:name_at].lstrip(" \t"))
+    end = pos = text.find("\n", at)
+    while pos >= 0:
+        nxt = text.find("\n", pos + 1)
+        row = text[pos + 1 : nxt if nxt >= 0 else len(text)].rstrip("\r")
+        body = row.lstrip(" \t")
+        if body and len(row) - len(body) <= indent:
+            break  # back at the name's indentation (or less): the block is over
+        end = pos = nxt if nxt >= 0 else len(text)
+        if nxt < 0:
+            break
+    return end
 
 
 def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool:

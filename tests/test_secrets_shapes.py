@@ -559,3 +559,22 @@ def test_a_separator_of_several_characters(  # noqa: PLR0917 - Hypothesis passes
     assert SECRET not in scrub_text(text)
     line = _one_line(lambda log: log.error("workspace_terminal_failure", sql=text, n=1))
     assert SECRET not in line
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    indicator=st.sampled_from(["|", ">", "|-", ">-", "|+", "|2"]),
+    lines=st.integers(1, 3),
+    indent=st.sampled_from(["  ", "    ", "\t"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_yaml_block_scalar(name: str, indicator: str, lines: int, indent: str) -> None:
+    """``private_key: |`` then the key's lines, indented (a Kubernetes Secret's
+    ``stringData``, a PEM key in YAML): every line of the block is the value (only the
+    indicator was), and what follows the block stays."""
+    block = "".join(f"\n  {indent}{SECRET}{i}" for i in range(lines))  # below the name
+    text = f"stringData:\n  {name}: {indicator}{block}\n  type: x\nkind: Secret"
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert out.endswith("\n  type: x\nkind: Secret")
+    assert SECRET not in _one_line(lambda log: log.error("workspace_attempt", manifest=text))
