@@ -507,10 +507,10 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
 
 def _scrub_encoded(text: str, keep: re.Pattern[str] | None) -> str:
     """``text`` itself, or its percent-decoded text scrubbed when that held a secret pair
-    (``api_key%3Dx``, ``api%5Fkey=x``, a URL in a query): written decoded, so no escape
-    hides the value."""
+    or a credential (``api_key%3Dx``, ``api%5Fkey=x``, a URL in a query, its password
+    too): written decoded, so no escape hides the value."""
     decoded = _percent_decoded(text)
-    if decoded is not text and pair_hint(decoded):
+    if decoded is not text and (pair_hint(decoded) or credential_hint(decoded)):
         scrubbed = _scrub_pairs(_budgeted_credentials(decoded), keep)
         if scrubbed != decoded:
             return scrubbed

@@ -578,3 +578,24 @@ def test_a_yaml_block_scalar(name: str, indicator: str, lines: int, indent: str)
     assert SECRET not in out
     assert out.endswith("\n  type: x\nkind: Secret")
     assert SECRET not in _one_line(lambda log: log.error("workspace_attempt", manifest=text))
+
+
+@given(
+    url=st.sampled_from(["https://user:{s}@host/p", "postgres://app:{s}@db:5432/x",
+                         "https://{s}@github.com/o/r.git", "user:{s}@host"]),
+    times=st.integers(1, 2),
+    where=st.sampled_from(["{t}", "GET /login?next={t}&n=1 HTTP/1.1", "redirect_uri={t}"]),
+    safe=st.sampled_from(["", "/"]),
+)  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_percent_encoded_url_password(url: str, times: int, where: str, safe: str) -> None:
+    """A URL with a password (or a token as its user) percent-encoded in a query string
+    (``?next=https%3A%2F%2Fuser%3A<secret>%40host``, a redirect or callback URL): the
+    decoded text's userinfo is scrubbed, as a pair in it was."""
+    text = url.format(s=SECRET)
+    for _ in range(times):
+        text = quote(text, safe=safe)
+    text = where.format(t=text)
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", url=text, n=1))
+    assert SECRET not in line
