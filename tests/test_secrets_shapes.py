@@ -599,3 +599,31 @@ def test_a_percent_encoded_url_password(url: str, times: int, where: str, safe: 
     assert SECRET not in scrub_text(text)
     line = _one_line(lambda log: log.error("workspace_terminal_failure", url=text, n=1))
     assert SECRET not in line
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    ["a%3Apassword%3D{s}=1", "https%3A%2F%2Fu%3A{s}%40h=1", "team=ml,Bearer%20{s}=2",
+     "api%5Fkey%3D{s}=x"],
+)  # fmt: skip
+def test_a_secret_in_a_resource_attribute_name(tmp_path: Path, attributes: str) -> None:
+    """``OTEL_RESOURCE_ATTRIBUTES`` names are percent-decoded text, as a field name is: a
+    pair or a credential in one is scrubbed in the exported resource and in
+    ``repr(settings)`` (the values always were; a name went out as it was)."""
+    from obs.settings import load_settings
+
+    raw = attributes.format(s=SECRET)
+    assert SECRET not in repr(load_settings(env={"OTEL_RESOURCE_ATTRIBUTES": raw}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    env.update(PYTHONPATH=str(ROOT), OTEL_RESOURCE_ATTRIBUTES=raw, OTEL_BLRP_SCHEDULE_DELAY="50")
+    (tmp_path / "c.py").write_text(textwrap.dedent(SERVICE_CHILD))
+    with OTLPReceiver() as rx:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.http_endpoint
+        proc = subprocess.run(
+            [sys.executable, str(tmp_path / "c.py")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = rx.wait_for(1, timeout=10)
+    assert SECRET not in repr(records) + proc.stderr + proc.stdout
+    assert records[0]["resource"]["service.name"]
