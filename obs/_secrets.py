@@ -594,6 +594,20 @@ def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool
     return found is not None and found.end() >= end
 
 
+#: The second words of :data:`SECRET_PAIRS` (``key``, ``id``): a name that is one of them
+#: may have its first word before a blank (``API Key: x``, ``Session ID: x``).
+_SECONDS = frozenset(second for _, second in SECRET_PAIRS)
+_WORD_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]{0,31})[ \t]\Z")
+
+
+def _two_words(text: str, at: int, found: str) -> bool:
+    """Whether ``found`` (at ``at``) and the word a blank before it name a secret pair."""
+    if found.lower() not in _SECONDS:
+        return False
+    before = _WORD_BEFORE.search(text, max(at - 33, 0), at)
+    return before is not None and _secret_name(f"{before[1]}_{found}")
+
+
 def _escaped_name(found: str) -> bool:
     """Whether a name met right after a backslash is secret without its first letter: an
     escaped blank's (``{\\n\\tapi_key: x}``, pretty-printed JSON escaped again)."""
@@ -614,8 +628,10 @@ def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
         _step()
         pos = name.end()
         found = name[1] or name[3]  # a pair's name, or an option's
-        if not _secret_name(found) and not (
-            text[name.start() - 1] == "\\" and name.start() and _escaped_name(found)
+        if (
+            not _secret_name(found)
+            and not (text[name.start() - 1] == "\\" and name.start() and _escaped_name(found))
+            and not (len(found) <= 4 and _two_words(text, name.start(), found))
         ):
             continue
         value = _PAIR_VALUE.match(text, pos)

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import obs
 import obs.testing
 from obs._receiver import OTLPReceiver
-from obs._secrets import SECRET_LAST_WORDS, SECRET_WORDS, scrub_text
+from obs._secrets import SECRET_LAST_WORDS, SECRET_WORDS, is_secret_name, scrub_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "Qx7hunter2Qx7"
@@ -627,3 +627,29 @@ def test_a_secret_in_a_resource_attribute_name(tmp_path: Path, attributes: str) 
         records = rx.wait_for(1, timeout=10)
     assert SECRET not in repr(records) + proc.stderr + proc.stdout
     assert records[0]["resource"]["service.name"]
+
+
+@given(
+    first=st.sampled_from(["API", "Api", "api", "Secret", "Private", "Access", "SSH", "Session",
+                           "Signing", "Client", "Encryption"]),
+    second=st.sampled_from(["Key", "key", "KEY", "Keys", "ID", "Id"]),
+    sep=st.sampled_from([": ", "=", " = ", ":\t"]),
+    where=st.sampled_from(["{t}", "Your {t}\nDone.", "created: {t}, n=1"]),
+)  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_two_word_name_in_prose(first: str, second: str, sep: str, where: str) -> None:
+    """``API Key: S``, ``Secret Key = S``, ``Session ID: S`` (a CLI's or a console's
+    words, a blank between them): the two words are the name, as ``api_key`` is, when
+    they are a secret pair; ``cache key: x`` keeps its value."""
+    name = f"{first} {second}"
+    text = where.format(t=f"{name}{sep}{SECRET}")
+    secret = is_secret_name(f"{first}_{second}")
+    assert (SECRET not in scrub_text(text)) == secret
+    if secret:
+        assert SECRET not in _one_line(lambda log: log.error("workspace_attempt", out=text))
+
+
+def test_two_words_that_are_not_a_secret_pair_stay() -> None:
+    """``cache key: 3``, ``the key: value``, ``request id=7``: kept as written."""
+    for text in ["cache key: 3", "the key: value", "request id=7", "primary key = id"]:
+        assert scrub_text(text) == text
