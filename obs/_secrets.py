@@ -28,6 +28,7 @@ __all__ = [
     "is_secret_name",
     "key_words",
     "open_budget",
+    "option_hint",
     "pair_hint",
     "scrub_credentials",
     "scrub_name",
@@ -130,7 +131,7 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 _PAIR_NAME = re.compile(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
     r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*)"
-    r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
+    r"|(?:(?<![\w.-])|(?<=\\[ntr]))(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
 #: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
@@ -271,14 +272,23 @@ _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 def has_separator(text: str) -> bool:
     """Whether ``text`` has what separates a pair's name from its value: ``=``, ``:``, a
     quoted name's ``,``, a percent-encoded one (``%3D``), or a command-line option (``-``
-    after a blank or first)."""
+    first or after a blank, a quote or a line break: ``'--hf-token x'`` in a repr)."""
     return (
         "=" in text
         or ":" in text
         or "," in text
         or ("%" in text and ("%3" in text or "%2" in text))  # encoded: ``api_key%3Dx``
-        or ("-" in text and (text[0] == "-" or " -" in text))  # one char first: memchr
+        or ("-" in text and option_hint(text))  # one char first: memchr
     )
+
+
+def option_hint(text: str) -> bool:
+    """Whether ``text`` (which holds a ``-``) may hold a command-line option: a ``-`` first
+    or after a blank, a quote, a line break or an escaped one (``b'\\t--hf-token x'``)."""
+    return (
+        text[0] == "-" or " -" in text or "'-" in text or '"-' in text or "\n-" in text
+        or "\t-" in text or ("\\" in text and ("\\t-" in text or "\\n-" in text))
+    )  # fmt: skip
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
