@@ -257,3 +257,30 @@ def test_a_long_exception_type_name_cut_inside_a_credential(shape: str, offset: 
     written = _written(call)
     assert '"exception.type"' in written
     assert not _leaks(written)
+
+
+@given(
+    shape=st.sampled_from(CREDENTIALS),
+    size=st.sampled_from([1100, 5000]),
+    positional=st.booleans(),
+)
+@settings(max_examples=60)
+def test_a_long_bytes_once_value_is_not_shown_encoded(
+    shape: str, size: int, positional: bool
+) -> None:
+    """A bytes value over 1,024 bytes in a once key is kept by its start and a hash; the
+    summary showed that start as hex, the secret with it (hex is the secret, spelled
+    otherwise, and no scrubber reads it). It is kept as text now, and scrubbed."""
+    data = shape.format(s=SECRET).encode() + b" " + b"x" * size
+
+    def call(log: Any) -> None:
+        for _ in range(3):
+            if positional:
+                log.warning_once("retrying %s", data)
+            else:
+                log.warning_once("retrying", data=data)
+
+    written = _written(call)
+    assert '"log_repeats_suppressed"' in written
+    assert not _leaks(written)
+    assert SECRET.encode()[:5].hex() not in written
