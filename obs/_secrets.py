@@ -158,8 +158,9 @@ _COOKIE_HEADER = re.compile(
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
                  "session", "jwt", "dsn", "bearer", "header", "_pat")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
-#: a message): the same four characters :func:`bearer_hint` looks for first.
-_BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+[a-z0-9._~+/=-]{6,}")
+#: a message): the same four characters :func:`bearer_hint` looks for first. A scheme's
+#: name is not a credential (``basic Bearer x``: the token is the second one's).
+_BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+(?!(?:bearer|basic)\b)[a-z0-9._~+/=-]{6,}")
 
 
 def key_words(key: str) -> tuple[str, ...]:

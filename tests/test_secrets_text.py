@@ -345,3 +345,20 @@ def test_headers_the_sdk_refuses_are_not_quoted(
     assert SECRET not in proc.stderr
     assert SECRET not in (tmp_path / "f.jsonl").read_text()
     assert SECRET not in repr(records)
+
+
+@given(
+    first=st.sampled_from(["basic", "BASIC", "Basic", "bearer", "Bearer"]),
+    blanks=st.sampled_from([" ", "  ", "\t", "\n"]),
+    second=st.sampled_from(["Bearer", "bearer", "Basic", "BASIC"]),
+    before=st.sampled_from(["", "sent: ", "x "]),
+)
+@settings(max_examples=80, deadline=None)
+def test_a_scheme_word_before_a_scheme(first: str, blanks: str, second: str, before: str) -> None:
+    """``BASIC  Bearer S`` (a word that is a scheme's name, then the credential's own
+    scheme): the first took the second for its credential and left S as it was (found by
+    test_hardening's credential_anywhere). A scheme's name is never its credential."""
+    text = f"{before}{first}{blanks}{second} {SECRET} tail"
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert out.endswith(" tail")
