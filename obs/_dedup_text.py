@@ -12,13 +12,15 @@ import time
 from typing import Any
 
 from obs._format import format_body
+from obs._secrets import cut_tail
 from obs.encode import REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
 
 Key = tuple[Any, ...]
 
 
 def key_text(key: Key) -> str:
-    """A readable form of a key for summaries: ``logger:level:event field=value ...``.
+    """A readable form of a key for summaries: ``logger:level:event field=value ...``,
+    scrubbed before it is cut.
 
     A drop-in ``*_once(msg, *args)`` call's arguments (fields ``0``, ``1``, ...) are shown
     as the record's body shows them, formatted into ``msg`` and scrubbed, never as
@@ -39,7 +41,7 @@ def key_text(key: Key) -> str:
     if len(rest) % 2:
         pairs.append(str(rest[-1]))
     text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
-    text = scrub_text(text if len(text) <= 600 else text[:600])  # URL passwords, bearer
+    text = scrub_text(text if len(text) <= 600 else cut_tail(text[:600]))  # no half credential
     return text if len(text) <= 300 else text[:300] + "..."
 
 

@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from obs.encode import MAX_STR, REDACTED, is_secret_key, safe_repr, scrub_text, to_jsonable
+from obs._secrets import cut_head
+from obs.encode import MAX_STR, REDACTED, is_secret_key, safe_repr, scrubbed_text, to_jsonable
 
 
 def plain_text(value: object) -> str:
@@ -63,8 +64,8 @@ def _bounded_arg(value: Any) -> Any:
         )
     if value is None or type(value) is bool:
         return value
-    if type(value) is str:
-        return value if len(value) <= MAX_STR else value[:MAX_STR] + "..."
+    if type(value) is str:  # what the body shows of it, and what is scrubbed past the cut
+        return value if len(value) <= MAX_STR else cut_head(value, MAX_STR) + "..."
     if hasattr(type(value), "__index__") or hasattr(type(value), "__float__"):
         return value  # numpy scalars and the like: %d / %f need the number itself
     return _BoundedArg(value)
@@ -93,7 +94,8 @@ def _has_fields(value: object) -> bool:
 
 def format_body(event: object, args: tuple[Any, ...]) -> str:
     """``event % args`` as stdlib does, bounded (each argument's text, the width, the
-    result) and scrubbed of credentials; a readable fallback when the format does not fit."""
+    result) and scrubbed of credentials before it is cut; a readable fallback when the
+    format does not fit."""
     template = event if type(event) is str else safe_text(event)
     try:
         if len(template) > MAX_STR or _WIDE_FORMAT.search(template):
@@ -109,6 +111,4 @@ def format_body(event: object, args: tuple[Any, ...]) -> str:
             f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"
             f" (formatting failed: {type(exc).__name__})"
         )
-    if len(text) > MAX_STR:
-        text = f"{text[:MAX_STR]}...[truncated {len(text) - MAX_STR} chars]"
-    return scrub_text(text)
+    return scrubbed_text(text, MAX_STR)  # scrubbed before the cut: no half credential

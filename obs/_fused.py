@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
-from obs._secrets import bearer_hint, pair_hint
+from obs._secrets import bearer_hint, option_hint, pair_hint
 from obs.callsite import AddCallsite
 from obs.context import any_bound
 from obs.dedup import NOT_PLAIN
@@ -107,7 +107,7 @@ class FusedLine:
                                 or ":" in value
                                 or "," in value
                                 or ("%" in value and ("%3" in value or "%2" in value))
-                                or ("-" in value and (value[0] == "-" or " -" in value))
+                                or ("-" in value and option_hint(value))
                             )
                             and (len(value) > _HINTED_MAX or pair_hint(value))
                         )

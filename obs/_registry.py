@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
 from obs._fields import CALL_KEYWORDS, CONTROL_SET
+from obs._secrets import cut_tail
 from obs.encode import safe_repr
 from obs.severity import DEFAULT_POLICY
 
@@ -111,7 +112,8 @@ def _display(value: object, depth: int = 0) -> str:  # noqa: PLR0911 - one retur
             return ", ".join(shown) + (", ..." if len(value) > _SHOWN_ITEMS else "")
         if isinstance(value, float):
             return f"{value:.1f}"
-        return str(value)[:_SHOWN_CHARS]
+        text = str(value)  # cut at its head, never inside a credential (the body is scrubbed)
+        return text if len(text) <= _SHOWN_CHARS else cut_tail(text[:_SHOWN_CHARS])
     except Exception:
         return safe_repr(value, _SHOWN_CHARS)
 

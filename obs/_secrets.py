@@ -22,10 +22,13 @@ __all__ = [
     "bearer_hint",
     "close_budget",
     "credential_hint",
+    "cut_head",
+    "cut_tail",
     "has_separator",
     "is_secret_name",
     "key_words",
     "open_budget",
+    "option_hint",
     "pair_hint",
     "scrub_credentials",
     "scrub_name",
@@ -121,12 +124,14 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: objects, a formatted message, a URL's query), or of a ``('name', value)`` pair (a
 #: header list's repr): the name and its separator. The name decides, through
 #: :func:`is_secret_name`; it is any run of word characters, ``.`` and ``-``
-#: (``--hf-token``, ``2fa_token``), at any length (its end decides too). An option of a
-#: command line (``-``/``--`` and a name) is a name too, its value after blanks.
+#: (``--hf-token``, ``2fa_token``), at any length (its end decides too), with subscripts
+#: after it (``user[password]``, a form field as Rails and PHP nest them). An option of a
+#: command line (``-``/``--`` and a name) is a name too, its value after blanks. The
+#: separator is ``=``, ``:``, ``=>`` or a run of them (``:=``, ``::=``, ``==``).
 _PAIR_NAME = re.compile(
-    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++)"
-    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?:=>?|:)\s*+|\\*['\"][ \t]*,[ \t]*)"
-    r"|(?<![\w.-])(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # a command line: --hf-token x
+    r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*)"
+    r"|(?:(?<![\w.-])|(?<=\\[ntr]))(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
 #: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
@@ -146,15 +151,16 @@ _AUTH_PAIR = re.compile(
 #: session=x``), so all of its value, to the end of the line or a quote, is redacted.
 _COOKIE_HEADER = re.compile(
     r"(?i)(?:(?<![\w.-])|(?<=\\[ntr]))((?:set[-_])?cookie)"
-    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+:\s*+(?:\\+[ntr][ \t]*)*+)"
+    r"(\\*['\"]?[ \t]*+(?:\\+t[ \t]*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
                  "session", "jwt", "dsn", "bearer", "header", "_pat")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
-#: a message): the same four characters :func:`bearer_hint` looks for first.
-_BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+[a-z0-9._~+/=-]{6,}")
+#: a message): the same four characters :func:`bearer_hint` looks for first. A scheme's
+#: name is not a credential (``basic Bearer x``: the token is the second one's).
+_BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+(?!(?:bearer|basic)\b)[a-z0-9._~+/=-]{6,}")
 
 
 def key_words(key: str) -> tuple[str, ...]:
@@ -249,26 +255,41 @@ def bearer_hint(text: str) -> bool:
 
 def pair_hint(text: str) -> bool:
     """False when :func:`scrub_text`'s pair scan would surely leave ``text`` as it is: no
-    pair separator, or no secret word (C-level tests; the lowering only past a separator)."""
+    pair separator, or no secret word and no percent escape, which may spell one
+    (``to%6Ben=x``; C-level tests, the lowering only past a separator)."""
     if has_separator(text):
         low = text.lower()
         for hint in _SECRET_HINTS:  # a loop, not any(genexpr): a third less per text
             if hint in low:
                 return True
+        return "%" in text and _ESCAPE.search(text) is not None
     return False
+
+
+#: A percent escape (``%5F``): a name may be spelled with them (``api%5Fkey``).
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def has_separator(text: str) -> bool:
     """Whether ``text`` has what separates a pair's name from its value: ``=``, ``:``, a
     quoted name's ``,``, a percent-encoded one (``%3D``), or a command-line option (``-``
-    after a blank or first)."""
+    first or after a blank, a quote or a line break: ``'--hf-token x'`` in a repr)."""
     return (
         "=" in text
         or ":" in text
         or "," in text
         or ("%" in text and ("%3" in text or "%2" in text))  # encoded: ``api_key%3Dx``
-        or ("-" in text and (text[0] == "-" or " -" in text))  # one char first: memchr
+        or ("-" in text and option_hint(text))  # one char first: memchr
     )
+
+
+def option_hint(text: str) -> bool:
+    """Whether ``text`` (which holds a ``-``) may hold a command-line option: a ``-`` first
+    or after a blank, a quote, a line break or an escaped one (``b'\\t--hf-token x'``)."""
+    return (
+        text[0] == "-" or " -" in text or "'-" in text or '"-' in text or "\n-" in text
+        or "\t-" in text or ("\\" in text and ("\\t-" in text or "\\n-" in text))
+    )  # fmt: skip
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
@@ -371,6 +392,38 @@ def _url_token(match: re.Match[str]) -> str:
     return _HTTP_USER.sub(rf"\1{REDACTED}@", token) if "//" in token else token
 
 
+#: What ends a token in text (:data:`_AT_TOKEN`'s delimiters): a token a cut lands in is
+#: the text after the last of these.
+_TOKEN_ENDS = (" ", "\t", "\n", "\r", "'", '"', "<", ">")
+
+
+def cut_tail(text: str) -> str:
+    """``text``, the start of a longer text cut short, without its last token when that
+    token may be a credential the cut left without its end, which the scrubber needs to
+    see it: a URL's userinfo before its ``@`` (``https://user:pw``, ``https://<token>``,
+    percent-encoded too) or a bearer/basic credential (shorter than it looks for). Cut
+    before it is scrubbed, so none of it is shown; a word, a number or a pair stays."""
+    start = max(map(text.rfind, _TOKEN_ENDS)) + 1
+    token = text[start:]
+    if ":" in token or "@" in token or "%" in token:
+        return text[:start]
+    if token and text[max(start - 8, 0) : start].rstrip().lower().endswith(("bearer", "basic")):
+        return text[:start]
+    return text
+
+
+#: How far past a cut a scrub reads, so a credential that straddles the cut is found.
+SCRUB_MARGIN = 1024
+
+
+def cut_head(text: str, limit: int) -> str:
+    """What of ``text`` to scrub when at most ``limit`` characters of it are shown: all of
+    it, or its first ``limit`` + :data:`SCRUB_MARGIN` characters without a last token that
+    cut left without its end (:func:`cut_tail`: a URL password longer than the margin)."""
+    end = limit + SCRUB_MARGIN
+    return text if len(text) <= end else cut_tail(text[:end])
+
+
 def _bearer(match: re.Match[str]) -> str:
     return f"{match.group(1)} {REDACTED}"
 
@@ -406,7 +459,8 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     For obs' own messages, summaries, formatted bodies, exception text and the reprs of
     objects obs cannot walk, which may quote an endpoint, a header or a
     ``Namespace(hf_token=...)``. A secret pair that is percent-encoded (``api_key%3Dx``,
-    a URL in a query) is found in the decoded text, which is then written, redacted.
+    ``api%5Fkey=x``, a URL in a query) is found in the decoded text, which is then
+    written, redacted.
     ``keep``: pair values that stay (:func:`scrub_name`'s placeholders).
     """
     budget = _BUDGET
@@ -425,7 +479,7 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
         text = _budgeted_credentials(text)
         if pairs:
             text = _scrub_pairs(text, keep)
-            if "%3" in text or "%2" in text:  # an encoded separator (``%3D``, ``%253D``)
+            if "%" in text:  # an encoded separator (``%3D``, ``%253D``) or name (``api%5Fkey``)
                 text = _scrub_encoded(text, keep)
     except _Spent:
         return REDACTED
@@ -450,8 +504,10 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
     field, a cookie header's to the end of its line) redacted, and what that cut short as
     userinfo scrubbed again."""
     paired = text
-    if "auth" in text.lower():
-        paired = _sub(_AUTH_PAIR, text, _auth if keep is None else _auth_but(keep, text))
+    if "\n" in text and _BLOCK_HINT.search(text):  # a YAML block scalar: all its lines
+        paired = _redact_blocks(text)
+    if "auth" in paired.lower():
+        paired = _sub(_AUTH_PAIR, paired, _auth if keep is None else _auth_but(keep, paired))
     if "ookie" in paired or "OOKIE" in paired:
         paired = _sub(_COOKIE_HEADER, paired, _auth if keep is None else _auth_but(keep, paired))
     paired = _redact_pairs(paired, keep)
@@ -462,9 +518,10 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
 
 def _scrub_encoded(text: str, keep: re.Pattern[str] | None) -> str:
     """``text`` itself, or its percent-decoded text scrubbed when that held a secret pair
-    (``api_key%3Dx``, a URL in a query): written decoded, so no escape hides the value."""
+    or a credential (``api_key%3Dx``, ``api%5Fkey=x``, a URL in a query, its password
+    too): written decoded, so no escape hides the value."""
     decoded = _percent_decoded(text)
-    if decoded is not text and pair_hint(decoded):
+    if decoded is not text and (pair_hint(decoded) or credential_hint(decoded)):
         scrubbed = _scrub_pairs(_budgeted_credentials(decoded), keep)
         if scrubbed != decoded:
             return scrubbed
@@ -492,6 +549,52 @@ def _percent_decoded(text: str) -> str:
 
 _secret_name = is_secret_name  # names met in text: cached as field names are
 
+#: A YAML block scalar under a name (``private_key: |``, ``password: >-``): the name, its
+#: ``:`` and the indicator ending its line; the value is the lines below it.
+_BLOCK = re.compile(r"(?<![\w.-])([\w.-]++)(['\"]?[ \t]*+:[ \t]*+)[|>][-+1-9]{0,2}[ \t]*+(?=\r?\n)")
+#: What :data:`_BLOCK` needs, searched first (C-level; ``<module>\n`` in a traceback is not).
+_BLOCK_HINT = re.compile(r":[ \t]*+[|>][-+1-9]{0,2}[ \t]*+\r?\n")
+#: Names whose value is a secret whatever they are (:data:`_AUTH_PAIR`'s, a cookie header).
+_AUTH_NAME = re.compile(r"(?i)[\w.-]*auth(?:orization|entication)?|(?:set[-_])?cookie")
+
+
+def _redact_blocks(text: str) -> str:
+    """``text`` with the block scalar under each secret name redacted, all its lines (a
+    PEM key in a Kubernetes Secret's ``stringData``); one pass, each block walked once."""
+    parts: list[str] = []
+    done = 0
+    for found in _BLOCK.finditer(text):
+        _step()
+        name = found[1]
+        if found.start() < done or not (_secret_name(name) or _AUTH_NAME.fullmatch(name)):
+            continue
+        parts.append(text[done : found.end(2)])
+        parts.append(REDACTED)
+        done = _block_end(text, found.start(), found.end(2))
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _block_end(text: str, name_at: int, at: int) -> int:
+    """Where the YAML block scalar whose indicator is at ``at`` ends (``private_key: |``
+    and a PEM key's lines): at the line break before the first line below it that is not
+    blank and is indented no more than the line its name is on. One pass over the block."""
+    line = text.rfind("\n", 0, name_at) + 1
+    indent = name_at - line - len(text[line:name_at].lstrip(" \t"))
+    end = pos = text.find("\n", at)
+    while pos >= 0:
+        nxt = text.find("\n", pos + 1)
+        row = text[pos + 1 : nxt if nxt >= 0 else len(text)].rstrip("\r")
+        body = row.lstrip(" \t")
+        if body and len(row) - len(body) <= indent:
+            break  # back at the name's indentation (or less): the block is over
+        end = pos = nxt if nxt >= 0 else len(text)
+        if nxt < 0:
+            break
+    return end
+
 
 def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool:
     """Whether the value at ``text[start:end]`` is all ``keep``'s (a placeholder: ``{}``
@@ -500,6 +603,20 @@ def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool
         return False
     found = keep.match(text, start)
     return found is not None and found.end() >= end
+
+
+#: The second words of :data:`SECRET_PAIRS` (``key``, ``id``): a name that is one of them
+#: may have its first word before a blank (``API Key: x``, ``Session ID: x``).
+_SECONDS = frozenset(second for _, second in SECRET_PAIRS)
+_WORD_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]{0,31})[ \t]\Z")
+
+
+def _two_words(text: str, at: int, found: str) -> bool:
+    """Whether ``found`` (at ``at``) and the word a blank before it name a secret pair."""
+    if found.lower() not in _SECONDS:
+        return False
+    before = _WORD_BEFORE.search(text, max(at - 33, 0), at)
+    return before is not None and _secret_name(f"{before[1]}_{found}")
 
 
 def _escaped_name(found: str) -> bool:
@@ -522,8 +639,10 @@ def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
         _step()
         pos = name.end()
         found = name[1] or name[3]  # a pair's name, or an option's
-        if not _secret_name(found) and not (
-            text[name.start() - 1] == "\\" and name.start() and _escaped_name(found)
+        if (
+            not _secret_name(found)
+            and not (text[name.start() - 1] == "\\" and name.start() and _escaped_name(found))
+            and not (len(found) <= 4 and _two_words(text, name.start(), found))
         ):
             continue
         value = _PAIR_VALUE.match(text, pos)

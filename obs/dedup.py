@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from obs import errors
 from obs._dedup_text import iso_time, key_text
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
+from obs._secrets import cut_tail
 from obs.encode import PLAIN_TYPES, safe_repr, to_jsonable
 from obs.rank import NOT_IMPORTED
 from obs.severity import DEFAULT_POLICY, StagePolicy
@@ -101,7 +102,7 @@ def _kv(value: object) -> object:
     if cls is int or cls is bool or value is None:
         return (cls, value)
     if isinstance(value, bytes) and cls is bytes:
-        return (cls, value) if len(value) <= _LONG else (cls, _long(value.hex()))
+        return (cls, value) if len(value) <= _LONG else (cls, _long(value.decode("latin-1")))
     if cls is float:  # a zero keeps its sign: -0.0 equals 0.0 but writes "-0.0"
         part = (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
         return part if value else (*part, math.copysign(1.0, value))  # type: ignore[arg-type]
@@ -114,7 +115,7 @@ def _kv(value: object) -> object:
 
 
 def _long(text: str) -> tuple[str, int, str, int]:
-    return ("long", len(text), text[:256], hash(text))
+    return ("long", len(text), cut_tail(text[:256]), hash(text))  # its start: summaries show it
 
 
 def make_key(  # noqa: C901, PLR0911 - the hot path: a fast return per common shape

@@ -42,7 +42,6 @@ __all__ = [
 
 import dataclasses
 import itertools
-import reprlib
 import sys
 import traceback
 from collections import deque
@@ -53,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTROL_SET, user_name
 from obs._labels import loki_safe
+from obs._repr import BOUNDED as _REPR
 from obs._secrets import (
     MAX_KEY,
     REDACTED,
@@ -60,6 +60,7 @@ from obs._secrets import (
     SECRET_WORDS,
     close_budget,
     credential_hint,
+    cut_head,
     is_secret_name,
     key_words,
     open_budget,
@@ -143,16 +144,12 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:limit]}...[truncated {len(text) - limit} chars]"
 
 
-#: How far past a cut a scrub reads, so a credential that straddles the cut is found.
-_SCRUB_MARGIN = 1024
-
-
 def _scrub_cut(text: str, limit: int, scrub: Callable[[str], str]) -> str:
     """``scrub(text)`` cut to ``limit`` as :func:`_truncate` cuts: scrubbed first (at most
-    ``limit`` + :data:`_SCRUB_MARGIN` chars of it), so no part of a credential is left
-    at the cut."""
+    ``limit`` + 1 KiB of it: :func:`~obs._secrets.cut_head`), so no part of a credential
+    is left at the cut."""
     size = len(text)
-    head = scrub(text if size <= limit else text[: limit + _SCRUB_MARGIN])
+    head = scrub(cut_head(text, limit))
     if len(head) <= limit and size <= limit:
         return head
     return f"{head[:limit]}...[truncated {max(size, len(head)) - limit} chars]"
@@ -179,15 +176,6 @@ def _int_text(value: int) -> str:
         return f"<int of {value.bit_length()} bits>"
 
 
-_REPR = reprlib.Repr()
-_REPR.maxlevel = 3
-_REPR.maxstring = 200
-_REPR.maxother = 200
-_REPR.maxlong = 60
-for _name in ("maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdict", "maxdeque", "maxarray"):
-    setattr(_REPR, _name, 16)
-
-
 def _torch_summary(obj: object) -> str | None:
     """A data-free summary of torch/numpy arrays (a tensor's repr can sync the GPU)."""
     cls = type(obj)
@@ -211,8 +199,8 @@ def _torch_summary(obj: object) -> str | None:
 def safe_repr(obj: object, limit: int = MAX_STR) -> str:
     """``repr(obj)`` that never raises, is data-free for tensors and bounded in length.
 
-    Built-in containers are shown through :mod:`reprlib` (a few items, a few levels), so a
-    million-element list costs as much as a short one.
+    Built-in containers are shown through :mod:`reprlib` (a few items, a few levels, a long
+    item's head: :mod:`obs._repr`), so a million-element list costs as much as a short one.
     """
     try:
         summary = _torch_summary(obj)
@@ -230,7 +218,7 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         text = f"<unrepresentable {type(obj).__qualname__} object: {type(exc).__name__}>"
     try:
         size = len(text)
-        head = scrub_text(text[: limit + _SCRUB_MARGIN])  # what is shown, and past the cut
+        head = scrub_text(cut_head(text, limit))  # what is shown, and past the cut
         if size <= limit and len(head) <= limit:
             return _plain_str(head, limit)
         return f"{_plain_str(head[:limit], limit)}...[truncated {size - limit} chars]"
@@ -238,9 +226,9 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         return f"<unrepresentable {type(obj).__qualname__} object>"
 
 
-def _safe_str(obj: object, limit: int = MAX_STR) -> str:
+def _safe_str(obj: object, limit: int = MAX_STR, scrub: Callable[[str], str] | None = None) -> str:
     if isinstance(obj, str):
-        return _plain_str(obj, limit)
+        return _plain_str(obj, limit, scrub)
     if isinstance(obj, BaseException):
         try:
             return _plain_str(scrub_text(f"{type(obj).__name__}: {_exc_text(obj)}"), limit)
@@ -565,7 +553,7 @@ def format_exception(value: object) -> dict[str, str] | None:
         arg = exc.args[0] if len(exc.args) == 1 else exc
         message = _plain_str(arg, MAX_STR, scrub_text) if isinstance(arg, str) else _safe_str(arg)
         return {
-            "exception.type": _plain_str(name, MAX_KEY),
+            "exception.type": _plain_str(name, MAX_KEY, scrub_text),
             "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
             "exception.stacktrace": _plain_str(_format_chain(exc), MAX_STACK, scrub_text),
         }
@@ -592,8 +580,8 @@ def _free_name(event_dict: EventDict, key: object) -> str:
     """The plain, bounded name a key that is not a plain short str is written under: its
     text (a str subclass's exact value), as ``user.<text>`` when that is a control or
     private name or a key already there, so it never overwrites a field."""
-    text = str.__str__(key) if isinstance(key, str) else key
-    name = user_name(_safe_str(text, MAX_KEY))
+    text = str.__str__(key) if isinstance(key, str) else key  # a text: scrubbed, then cut
+    name = user_name(_safe_str(text, MAX_KEY, scrub_text))
     if not loki_safe(name):  # no label name (the whole push refused), or a control's
         name = f"user.{name}"
     while name in event_dict:

@@ -108,13 +108,27 @@ class Settings:
 
     def shown_resource_attributes(self) -> dict[str, Any]:
         """``resource_attributes`` as obs shows and exports them: a value under a
-        secret-looking key redacted, URL passwords and bearer tokens scrubbed from texts."""
+        secret-looking key redacted, URL passwords, bearer tokens and secret pairs scrubbed
+        from texts, names as values (a name is percent-decoded text too)."""
         from obs.encode import REDACTED, is_secret_key, scrub_text  # noqa: PLC0415
 
         return {
-            key: REDACTED if is_secret_key(key) else scrub_text(v) if isinstance(v, str) else v
+            scrub_text(key): REDACTED
+            if is_secret_key(key)
+            else scrub_text(v)
+            if isinstance(v, str)
+            else v
             for key, v in self.resource_attributes.items()
         }
+
+    @property
+    def shown_service_name(self) -> str:
+        """``service_name`` as obs exports it (the resource's ``service.name``) and names
+        the spool directory after it: URL passwords, bearer tokens and secret pairs
+        scrubbed, as from every text obs writes."""
+        from obs.encode import scrub_text  # noqa: PLC0415
+
+        return scrub_text(self.service_name)
 
     def source(self, field: str) -> str:
         """The variable or keyword ``field`` was read from (the field name by default)."""

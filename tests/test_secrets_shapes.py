@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import obs
 import obs.testing
 from obs._receiver import OTLPReceiver
-from obs._secrets import SECRET_LAST_WORDS, SECRET_WORDS, scrub_text
+from obs._secrets import SECRET_LAST_WORDS, SECRET_WORDS, is_secret_name, scrub_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "Qx7hunter2Qx7"
@@ -435,3 +435,221 @@ def test_names_that_only_look_numbered_stay(key: str) -> None:
     """Counting and version names near a secret word keep their values."""
     text = _one_line(lambda log: log.info("e", **{key: "shown-value"}))
     assert json.loads(text)[key] == "shown-value"
+
+
+@given(
+    name=st.sampled_from([n for n in NAMES if len(n) > 3]),
+    encoded=st.sets(st.integers(0, 24), min_size=1, max_size=4),
+    sep=st.sampled_from(["=", "%3D", ": "]),
+    where=st.sampled_from(["{t}", "GET /p?n=1&{t} HTTP/1.1", "cfg {t}, n=1"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_percent_encoded_name(name: str, encoded: set[int], sep: str, where: str) -> None:
+    """``api%5Fkey=S``, ``hf%5Ftoken=S``, ``pass%77ord=S``: a name with any of its
+    characters percent-encoded (an encoder that escapes ``_``; the keys of
+    ``OTEL_RESOURCE_ATTRIBUTES``, which are percent-encoded) is read decoded, in a value and
+    in obs' own error text (a refused ``OTEL_RESOURCE_ATTRIBUTES`` quoted it raw before)."""
+    from obs.errors import ConfigError
+    from obs.settings import load_settings
+
+    spelled = "".join(f"%{ord(c):02X}" if i % len(name) in encoded else c
+                      for i, c in enumerate(name))  # fmt: skip
+    text = where.format(t=f"{spelled}{sep}{SECRET}")
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", url=text, n=1))
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+    with pytest.raises(ConfigError) as refused:  # a pair without "=" is refused
+        load_settings(env={"OTEL_RESOURCE_ATTRIBUTES": f"{spelled}={SECRET},refused"})
+    assert SECRET not in str(refused.value)
+
+
+SERVICE_CHILD = """
+import obs
+obs.configure()
+obs.get_logger("app").error("workspace_terminal_failure", n=1)
+obs.flush(timeout=5)
+"""
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("OTEL_SERVICE_NAME", "svc?token={s}"),
+     ("OTEL_RESOURCE_ATTRIBUTES", "service.name=https://deploy:{s}@git.example.com/svc,team=ml")],
+)  # fmt: skip
+@pytest.mark.parametrize("collector", ["up", "down"])
+def test_a_secret_in_the_service_name(
+    tmp_path: Path, variable: str, value: str, collector: str
+) -> None:
+    """The service name is text obs writes: the resource's ``service.name`` (to the
+    collector, and in the spool), the per-service spool directory's name and ``python -m
+    obs spool list`` carry it scrubbed (the name was exported and spooled as configured)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    env.update(PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path), OTEL_BLRP_SCHEDULE_DELAY="50")
+    env.update({variable: value.format(s=SECRET), "OBS_SHUTDOWN_TIMEOUT": "2"})
+    (tmp_path / "c.py").write_text(textwrap.dedent(SERVICE_CHILD))
+    with OTLPReceiver() as rx, socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.http_endpoint if collector == "up" else down
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "0.5"
+        proc = subprocess.run(
+            [sys.executable, str(tmp_path / "c.py")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = rx.wait_for(1, timeout=10) if collector == "up" else []
+    listed = subprocess.run(
+        [sys.executable, "-m", "obs", "spool", "list"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    written = [p for p in tmp_path.rglob("*") if "obs-spool" in str(p)]
+    texts = [proc.stdout, proc.stderr, listed.stdout, listed.stderr, repr(records)]
+    texts += [str(p) for p in written] + [p.read_text() for p in written if p.is_file()]
+    for text in texts:
+        assert SECRET not in text
+    if collector == "up":
+        assert "[REDACTED]" in records[0]["resource"]["service.name"]
+    else:
+        assert any("workspace_terminal_failure" in t for t in texts)
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    shape=st.sampled_from(["{p}[{k}]={v}", "{p}[{k}]: {v}", "POST /login?{p}[{k}]={v}&n=1",
+                           "{p}[x][{k}]={v}", "{p}%5B{k}%5D={v}", "{{'{p}[{k}]': '{v}'}}",
+                           "{p}[{k}][]={v}"]),
+    parent=st.sampled_from(["user", "config", "params", "data"]),
+)  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_subscripted_name(name: str, shape: str, parent: str) -> None:
+    """``user[password]=S`` (a form body or query string as Rails and PHP spell nested
+    fields), ``config[x][api_key]: S``, encoded ``user%5Bpassword%5D=S``: the name with its
+    subscripts is the pair's name, and a secret word in it makes the value secret."""
+    text = shape.format(p=parent, k=name, v=SECRET)
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", body=text, n=1))
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+
+
+def test_subscripts_that_are_not_secret_stay() -> None:
+    """A subscripted name with no secret word keeps its value."""
+    for text in ["tokens[0]=5", "user[name]=bob", "x[key]=1", "a[b][c]: d, max_tokens[1]=2"]:
+        assert scrub_text(text) == text
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    sep=st.sampled_from([":=", "::=", "==", "=="]),
+    before=st.sampled_from(["", " "]),
+    after=st.sampled_from(["", " ", "\t"]),
+    quoted=st.booleans(),
+    where=st.sampled_from(["{t}, n=1", "SET @{t};", "if {t} {{"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_separator_of_several_characters(  # noqa: PLR0917 - Hypothesis passes each part
+    name: str, sep: str, before: str, after: str, quoted: bool, where: str
+) -> None:
+    """``password := S`` (Go, SQL's ``SET @password := 'S'``), ``password ::= S``,
+    ``token == S``: the whole separator goes before the value (only its first character
+    did, and a blank after the rest left the value as it was)."""
+    value = f"'{SECRET}'" if quoted else SECRET
+    text = where.format(t=f"{name}{before}{sep}{after}{value}")
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", sql=text, n=1))
+    assert SECRET not in line
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    indicator=st.sampled_from(["|", ">", "|-", ">-", "|+", "|2"]),
+    lines=st.integers(1, 3),
+    indent=st.sampled_from(["  ", "    ", "\t"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_yaml_block_scalar(name: str, indicator: str, lines: int, indent: str) -> None:
+    """``private_key: |`` then the key's lines, indented (a Kubernetes Secret's
+    ``stringData``, a PEM key in YAML): every line of the block is the value (only the
+    indicator was), and what follows the block stays."""
+    block = "".join(f"\n  {indent}{SECRET}{i}" for i in range(lines))  # below the name
+    text = f"stringData:\n  {name}: {indicator}{block}\n  type: x\nkind: Secret"
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert out.endswith("\n  type: x\nkind: Secret")
+    assert SECRET not in _one_line(lambda log: log.error("workspace_attempt", manifest=text))
+
+
+@given(
+    url=st.sampled_from(["https://user:{s}@host/p", "postgres://app:{s}@db:5432/x",
+                         "https://{s}@github.com/o/r.git", "user:{s}@host"]),
+    times=st.integers(1, 2),
+    where=st.sampled_from(["{t}", "GET /login?next={t}&n=1 HTTP/1.1", "redirect_uri={t}"]),
+    safe=st.sampled_from(["", "/"]),
+)  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_percent_encoded_url_password(url: str, times: int, where: str, safe: str) -> None:
+    """A URL with a password (or a token as its user) percent-encoded in a query string
+    (``?next=https%3A%2F%2Fuser%3A<secret>%40host``, a redirect or callback URL): the
+    decoded text's userinfo is scrubbed, as a pair in it was."""
+    text = url.format(s=SECRET)
+    for _ in range(times):
+        text = quote(text, safe=safe)
+    text = where.format(t=text)
+    assert SECRET not in scrub_text(text)
+    line = _one_line(lambda log: log.error("workspace_terminal_failure", url=text, n=1))
+    assert SECRET not in line
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    ["a%3Apassword%3D{s}=1", "https%3A%2F%2Fu%3A{s}%40h=1", "team=ml,Bearer%20{s}=2",
+     "api%5Fkey%3D{s}=x"],
+)  # fmt: skip
+def test_a_secret_in_a_resource_attribute_name(tmp_path: Path, attributes: str) -> None:
+    """``OTEL_RESOURCE_ATTRIBUTES`` names are percent-decoded text, as a field name is: a
+    pair or a credential in one is scrubbed in the exported resource and in
+    ``repr(settings)`` (the values always were; a name went out as it was)."""
+    from obs.settings import load_settings
+
+    raw = attributes.format(s=SECRET)
+    assert SECRET not in repr(load_settings(env={"OTEL_RESOURCE_ATTRIBUTES": raw}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    env.update(PYTHONPATH=str(ROOT), OTEL_RESOURCE_ATTRIBUTES=raw, OTEL_BLRP_SCHEDULE_DELAY="50")
+    (tmp_path / "c.py").write_text(textwrap.dedent(SERVICE_CHILD))
+    with OTLPReceiver() as rx:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.http_endpoint
+        proc = subprocess.run(
+            [sys.executable, str(tmp_path / "c.py")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = rx.wait_for(1, timeout=10)
+    assert SECRET not in repr(records) + proc.stderr + proc.stdout
+    assert records[0]["resource"]["service.name"]
+
+
+@given(
+    first=st.sampled_from(["API", "Api", "api", "Secret", "Private", "Access", "SSH", "Session",
+                           "Signing", "Client", "Encryption"]),
+    second=st.sampled_from(["Key", "key", "KEY", "Keys", "ID", "Id"]),
+    sep=st.sampled_from([": ", "=", " = ", ":\t"]),
+    where=st.sampled_from(["{t}", "Your {t}\nDone.", "created: {t}, n=1"]),
+)  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_two_word_name_in_prose(first: str, second: str, sep: str, where: str) -> None:
+    """``API Key: S``, ``Secret Key = S``, ``Session ID: S`` (a CLI's or a console's
+    words, a blank between them): the two words are the name, as ``api_key`` is, when
+    they are a secret pair; ``cache key: x`` keeps its value."""
+    name = f"{first} {second}"
+    text = where.format(t=f"{name}{sep}{SECRET}")
+    secret = is_secret_name(f"{first}_{second}")
+    assert (SECRET not in scrub_text(text)) == secret
+    if secret:
+        assert SECRET not in _one_line(lambda log: log.error("workspace_attempt", out=text))
+
+
+def test_two_words_that_are_not_a_secret_pair_stay() -> None:
+    """``cache key: 3``, ``the key: value``, ``request id=7``: kept as written."""
+    for text in ["cache key: 3", "the key: value", "request id=7", "primary key = id"]:
+        assert scrub_text(text) == text

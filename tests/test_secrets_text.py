@@ -317,3 +317,48 @@ def test_stdlib_message_not_a_str(
     (line,) = read()
     assert SECRET not in json.dumps(line)
     assert "[REDACTED]" in line["body"]
+
+
+@pytest.mark.parametrize(
+    "variable", ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_LOGS_HEADERS"]
+)
+@pytest.mark.parametrize(
+    "headers",
+    ["authorization=Bearer {s},x tenant=team", "x api key={s}", "x-scope-orgid=a,x token={s}"],
+)
+def test_headers_the_sdk_refuses_are_not_quoted(
+    tmp_path: Path, variable: str, headers: str
+) -> None:
+    """The SDK's HTTP exporter parses the headers variable again, whatever obs passes it,
+    and warns with each header it refuses (``x tenant=team``, a name with a blank) quoted
+    whole: a header's value is a secret, so the warning goes out without it (it went to
+    stderr as ``...occurrences: x api key=<token>`` before)."""
+    with OTLPReceiver() as rx:
+        proc = _run_child(
+            tmp_path,
+            {variable: headers.format(s=SECRET), "OTEL_EXPORTER_OTLP_ENDPOINT": rx.http_endpoint,
+             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = rx.records  # what arrived (a header name with a blank fails the request)
+    assert "Header format invalid" in proc.stderr  # the SDK's warning is still shown
+    assert SECRET not in proc.stderr
+    assert SECRET not in (tmp_path / "f.jsonl").read_text()
+    assert SECRET not in repr(records)
+
+
+@given(
+    first=st.sampled_from(["basic", "BASIC", "Basic", "bearer", "Bearer"]),
+    blanks=st.sampled_from([" ", "  ", "\t", "\n"]),
+    second=st.sampled_from(["Bearer", "bearer", "Basic", "BASIC"]),
+    before=st.sampled_from(["", "sent: ", "x "]),
+)
+@settings(max_examples=80, deadline=None)
+def test_a_scheme_word_before_a_scheme(first: str, blanks: str, second: str, before: str) -> None:
+    """``BASIC  Bearer S`` (a word that is a scheme's name, then the credential's own
+    scheme): the first took the second for its credential and left S as it was (found by
+    test_hardening's credential_anywhere). A scheme's name is never its credential."""
+    text = f"{before}{first}{blanks}{second} {SECRET} tail"
+    out = scrub_text(text)
+    assert SECRET not in out
+    assert out.endswith(" tail")

@@ -6,6 +6,7 @@ templates), and neither is a body that is the event itself."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -223,3 +224,29 @@ def test_a_headers_pair_in_a_value_is_redacted() -> None:
 
     assert scrub_text(f"extra_headers={SECRET}, n=1") == "extra_headers=[REDACTED], n=1"
     assert scrub_text(f"otlp_header: {SECRET}") == "otlp_header: [REDACTED]"
+
+
+@given(
+    option=st.sampled_from(["--hf-token", "--api-key", "-password", "--client-secret"]),
+    before=st.sampled_from(["'", '"', "\t", "\n", "b'", "['"]),
+    how=st.sampled_from(["field", "positional", "tuple", "stdlib"]),
+)
+@settings(max_examples=80, deadline=None)
+def test_a_secret_option_after_a_quote_or_a_line_break(option: str, before: str, how: str) -> None:
+    """``'--hf-token S'`` (an argv item's repr, a tuple or bytes argument), ``"--api-key S"``
+    in JSON, an option on a line of its own: the option is found after a quote, a tab or
+    a line break too (only a blank or the text's start were looked at, so the scan never
+    ran and the line, on the fast path too, kept the value)."""
+    text = f"{before}{option} {SECRET}"
+
+    def call(log: Any) -> None:
+        if how == "field":
+            log.warning("workspace_attempt", cmd=text)
+        elif how == "positional":
+            log.warning("workspace_attempt %s", text.encode())
+        elif how == "tuple":
+            log.warning("workspace_attempt %s", (f"{option} {SECRET}",))
+        else:
+            logging.getLogger("vllm.x").warning("run %s", [f"{option} {SECRET}"])
+
+    assert SECRET not in json.dumps(_one_line(call))

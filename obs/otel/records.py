@@ -344,7 +344,7 @@ def _full_resource(settings: Settings, info: RankInfo) -> dict[str, Any]:
         "telemetry.sdk.version": _sdk_version,
     }
     attrs.update(settings.shown_resource_attributes())
-    attrs["service.name"] = settings.service_name
+    attrs["service.name"] = settings.shown_service_name
     attrs.setdefault("host.name", info.host)
     attrs.update(
         rank=info.rank,

@@ -224,7 +224,7 @@ def make_spool(settings: Settings) -> Spool:
     so that no program replays, or is credited with, another program's records."""
     if "spool_dir" in settings.sources or settings.spool_dir != default_spool_dir():
         return Spool(settings.spool_dir, settings.spool_max_bytes)
-    directory = service_dir(settings.spool_dir, settings.service_name)
+    directory = service_dir(settings.spool_dir, settings.shown_service_name)
     return Spool(directory, settings.spool_max_bytes, safe_parent=True)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import contextvars
+import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from opentelemetry.sdk._logs.export import (
 
 from obs._otlp_outcome import Outcome, install_grpc_probe, install_http_probe
 from obs._sigmask import held
-from obs.encode import scrub_text
+from obs.encode import REDACTED, scrub_text
 from obs.errors import ConfigError
 from obs.otel.http_session import abort_request
 from obs.otel.http_session import session as _session
@@ -320,7 +321,24 @@ def build_exporter(settings: Settings) -> LogRecordExporter:
         return _build_exporter(settings)
 
 
+class _RefusedHeaderText(logging.Filter):
+    """The SDK parses the headers variable again in its HTTP exporter (and its gRPC one,
+    given none), whatever obs passes it, and warns with each header it refuses quoted
+    whole, value and all (``Header format invalid! ...: x api key=<token>``): a header's
+    value is a secret, so the warning is written without the header."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Header format invalid"):
+            record.args = (REDACTED,)
+        return True
+
+
+_REFUSED_HEADER_TEXT = _RefusedHeaderText()
+
+
 def _build_exporter(settings: Settings) -> LogRecordExporter:
+    # the SDK's header parser logs here (added once: addFilter keeps one of each filter)
+    logging.getLogger("opentelemetry.util.re").addFilter(_REFUSED_HEADER_TEXT)
     if settings.logs_exporter == "console":
         return ConsoleLogRecordExporter(out=sys.stdout)
     url = settings.otlp_logs_url
