@@ -192,9 +192,9 @@ class TestReplay:
         stop = threading.Event()
         written: list[int] = []
 
-        def writer() -> None:
-            n = 1000
-            while not stop.is_set():
+        def writer() -> None:  # bounded: a replay reads what was there when it began,
+            n = 1000  # so an unpaced writer only makes each next file longer, not a hang
+            while not stop.is_set() and n < 4000:
                 spool.append(_docs(1, n))
                 written.append(n)
                 n += 1
