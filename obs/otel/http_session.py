@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = ["abort_request", "session"]
 
 import contextlib
+import http.client
 import socket
 import threading
 import weakref
@@ -36,11 +37,38 @@ def abort_request(thread: threading.Thread) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+#: The most informational (1xx) answers skipped before a request's final answer.
+_MAX_INFORMATIONAL = 32
+
+
+class _FinalAnswer(http.client.HTTPResponse):
+    """An answer read past any informational (1xx) answer before it (``103 Early Hints``,
+    ``102 Processing``): http.client skips only ``100 Continue``, so a 103 read as the
+    request's answer, a failure, and the batch was sent again although the collector
+    stored it; the 200 left on the keep-alive connection then read as the next request's
+    answer. ``101 Switching Protocols`` is final (it ends HTTP on the connection). A 1xx
+    that announces content (no 1xx has any) is a server answering it as its final answer:
+    an error naming the status (a failed export, sent again), not a wait for another."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        for _ in range(_MAX_INFORMATIONAL):
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not (100 <= status < 200) or status == 101:
+                break
+            headers = http.client.parse_headers(self.fp)  # its headers: not the answer's
+            if headers.get("transfer-encoding") or headers.get("content-length", "0") != "0":
+                msg = f"HTTP {status} {reason.strip()[:100]} answered as a final answer"
+                raise http.client.HTTPException(msg)
+        return version, status, reason
+
+
 def _tracked(base: type) -> type:
     """``base`` (a urllib3 connection class) that records itself as its thread's live one
-    when it sends a request."""
+    when it sends a request, and reads each answer past its informational (1xx) ones."""
 
     class Tracked(base):  # type: ignore[misc]
+        response_class = _FinalAnswer
+
         def request(self, *args: Any, **kwargs: Any) -> Any:
             _LIVE[threading.current_thread()] = self
             return super().request(*args, **kwargs)

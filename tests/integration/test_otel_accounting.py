@@ -1,0 +1,117 @@
+"""Delivery accounting against real loopback collectors: the counts add up whatever
+happens to a record after it is spooled, each record is sent once for each answer the
+collector gives, a collector's "not before" is honoured, and each kind of failure reaches
+the operator.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from test_otel_answers import Collector, _log, _settings, _sink, _unaccounted
+
+from obs._otlp_decode import decode_request
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def collector() -> Iterator[Collector]:
+    made = Collector()
+    yield made
+    made.stop()
+
+
+def _reset(collector: Collector) -> None:
+    collector.http_answer = lambda names: None
+    collector.grpc_answer = lambda names: None
+
+
+def _refuse(collector: Collector, protocol: str, *, permanent: bool, delay: int | None) -> None:
+    """Every request refused: for good (400 / INVALID_ARGUMENT) or for now (503 /
+    UNAVAILABLE), with a Retry-After / RetryInfo of ``delay`` seconds when not None."""
+    status, code = (400, grpc.StatusCode.INVALID_ARGUMENT) if permanent else (503, None)
+    code = code or grpc.StatusCode.UNAVAILABLE
+    headers = [] if delay is None else [("Retry-After", str(delay))]
+    body = status_pb2.Status(code=3, message="refused by the test").SerializeToString()
+    collector.http_answer = lambda names: (status, headers, body)
+    collector.grpc_answer = lambda names: (code, "refused by the test", delay)
+
+
+def _drops(reports: Any, reason: str) -> int:
+    return sum(
+        int(f["count"])
+        for name, _, f in reports.calls
+        if name == "obs_records_dropped" and f.get("reason") == reason
+    )
+
+
+# -- 2. an informational (1xx) answer before the final one ----------------------------------
+
+
+class _Informational(BaseHTTPRequestHandler):
+    """Stores every request and answers it 200, after ``server.hints`` 1xx answers
+    (103 Early Hints and the like), on a keep-alive connection."""
+
+    server: Any
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
+        with self.server.lock:
+            self.server.events.extend(str(r["event_name"]) for r in decode_request(request, "http"))
+        for status in self.server.hints:
+            self.wfile.write(f"HTTP/1.1 {status} Informational\r\nLink: </x>\r\n\r\n".encode())
+        self.wfile.flush()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@settings(max_examples=6)
+@given(
+    hints=st.lists(st.sampled_from([102, 103, 104, 150, 199]), min_size=1, max_size=4),
+    batches=st.integers(1, 3),
+)
+def test_informational_answer_is_not_the_answer(
+    tmp_path_factory: pytest.TempPathFactory, hints: list[int], batches: int
+) -> None:
+    """A collector (or a proxy before it) that sends 1xx answers (103 Early Hints) before
+    its 200: every record is stored once and counted exported, none spooled. The 1xx was
+    read as the final answer, a failure: the batch was spooled and sent again (stored
+    twice), and the 200 left on the connection was read as the next request's answer."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Informational)
+    server.daemon_threads = True
+    server.events, server.lock, server.hints = [], threading.Lock(), hints  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    spool = tmp_path_factory.mktemp("informational") / "spool"
+    sink, _ = _sink(_settings(spool, endpoint, "http/protobuf", timeout=5.0))
+    sent: list[str] = []
+    try:
+        for b in range(batches):
+            sent += _log(sink, f"h{b}-{time.monotonic_ns()}", n=2)
+            assert sink.force_flush(10.0)
+        stats = sink.stats()
+    finally:
+        sink.shutdown(2.0)
+        server.shutdown()
+        server.server_close()
+    with server.lock:  # type: ignore[attr-defined]
+        stored = [e for e in server.events if "-e" in e]  # type: ignore[attr-defined]
+    assert (sorted(sent), 0, 0) == (sorted(stored), stats["spooled"], _unaccounted(stats))
