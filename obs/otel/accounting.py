@@ -40,6 +40,7 @@ class Counters:
         "exported",
         "failed_exports",
         "pending_drops",
+        "replay_dropped",
         "replayed",
         "spool_corrupt",
         "spool_kept",
@@ -55,6 +56,9 @@ class Counters:
         self.spool_corrupt = 0
         self.spool_kept = 0  # lines of another spool format version, kept, not replayed
         self.dropped: dict[str, dict[str, int]] = {}  # reason -> level -> n, since start
+        #: Spooled records given up when replayed (rejected, corrupt): the spool's losses,
+        #: not more of this process's (each was counted spooled, or another process's).
+        self.replay_dropped: dict[str, dict[str, int]] = {}
         self.pending_drops: dict[str, dict[str, int]] = {}  # ... not yet reported
 
     def drop(self, reason: str, cls: int, n: int = 1, *, report: bool = True) -> None:
@@ -73,38 +77,55 @@ class Counters:
         name = "UNKNOWN"
         if isinstance(cls, int) and type(cls) is int and 0 <= cls < len(CLASS_NAMES):
             name = CLASS_NAMES[cls]
-        self.drop_named("spool_corrupt", name, n)
+        self.drop_named("spool_corrupt", name, n, replay=True)
 
-    def drop_named(self, reason: str, name: str, n: int = 1) -> None:
-        for table in (self.dropped, self.pending_drops):
+    def drop_named(self, reason: str, name: str, n: int = 1, *, replay: bool = False) -> None:
+        """Count and report ``n`` records of level ``name`` lost for ``reason``; ``replay``:
+        spooled records lost when replayed (``replay_dropped``, outside the identity)."""
+        for table in (self.replay_dropped if replay else self.dropped, self.pending_drops):
             per_level = table.setdefault(reason, {})
             per_level[name] = per_level.get(name, 0) + n
 
     def snapshot(self, *, queued: int, in_flight: int = 0) -> dict[str, Any]:
         """Delivery counters: queued, in flight (taken from the queue: being exported or
-        spooled), enqueued, exported, dropped per level (and per reason), spooled,
-        replayed, failed exports, corrupt spool lines. enqueued = exported + spooled +
-        dropped + queued + in flight (while no spooled record is replayed and given up)."""
-        per_level: dict[str, int] = {}
-        for table in self.dropped.values():
-            for name, n in table.items():
-                per_level[name] = per_level.get(name, 0) + n
+        spooled), enqueued, exported, dropped per level, spooled, replayed, spooled records
+        given up when replayed per level (``replay_dropped``), both losses per reason
+        (``dropped_by_reason``), failed exports, corrupt spool lines. enqueued = exported +
+        spooled + dropped + queued + in flight: a spooled record's later fate is
+        ``replayed`` or ``replay_dropped``, never counted against what was sent again."""
+        by_reason: dict[str, dict[str, int]] = {}
+        for source in (self.dropped, self.replay_dropped):
+            for reason, table in source.items():
+                merged = by_reason.setdefault(reason, {})
+                for name, n in table.items():
+                    merged[name] = merged.get(name, 0) + n
         return {
             "queued": queued,
             "in_flight": in_flight,
             "enqueued": self.enqueued,
             "exported": self.exported,
-            "dropped": per_level,
-            "dropped_by_reason": {reason: dict(t) for reason, t in self.dropped.items()},
+            "dropped": _per_level(self.dropped),
+            "dropped_by_reason": by_reason,
             "spooled": self.spooled,
             "replayed": self.replayed,
+            "replay_dropped": _per_level(self.replay_dropped),
             "failed_exports": self.failed_exports,
             "spool_corrupt": self.spool_corrupt,
             "spool_kept": self.spool_kept,
         }
 
     def dropped_total(self) -> int:
-        return sum(n for per_level in self.dropped.values() for n in per_level.values())
+        """Every record lost, before the spool or when replayed."""
+        tables = (*self.dropped.values(), *self.replay_dropped.values())
+        return sum(n for per_level in tables for n in per_level.values())
+
+
+def _per_level(table: dict[str, dict[str, int]]) -> dict[str, int]:
+    per_level: dict[str, int] = {}
+    for counts in table.values():
+        for name, n in counts.items():
+            per_level[name] = per_level.get(name, 0) + n
+    return per_level
 
 
 class Accounting:

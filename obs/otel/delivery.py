@@ -65,7 +65,7 @@ class Delivery:
             return Outcome(ok=False)
 
     def deliver(
-        self, records: list[tuple[int, ReadableLogRecord]], timeout: float
+        self, records: list[tuple[int, ReadableLogRecord]], timeout: float, *, replay: bool = False
     ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
         """Send ``records`` (class, record); a request too large is split in halves, a
         permanent rejection is narrowed down by halves to the records the collector
@@ -74,7 +74,8 @@ class Delivery:
         undelivered by a transient failure: the collector is down or the budget is spent).
         Parts go out oldest first, so the undelivered records are always the batch's last
         ones, returned in their order (spooled and replayed in order; a replay keeps the
-        progress before them).
+        progress before them). ``replay``: spooled records, whose rejection is a loss of the
+        spool (``replay_dropped``), not more of what this process sent.
         """
         deadline = time.monotonic() + max(timeout, 0.05) * 2
         parts = [records] if records else []
@@ -87,7 +88,7 @@ class Delivery:
             if outcome.ok:
                 delivered += len(part) - min(outcome.rejected, len(part))
                 if outcome.rejected:
-                    self._reject(part, min(outcome.rejected, len(part)), outcome.message)
+                    self._reject(part, min(outcome.rejected, len(part)), outcome.message, replay)
                 continue
             if not (outcome.too_large or outcome.permanent):
                 self.last_failure = outcome.message
@@ -97,16 +98,18 @@ class Delivery:
                 parts.append(part[mid:])
                 parts.append(part[:mid])
                 continue
-            self._reject(part, 1, outcome.message or "rejected by the collector")
+            self._reject(part, 1, outcome.message or "rejected by the collector", replay)
         return delivered, []
 
-    def _reject(self, part: list[tuple[int, ReadableLogRecord]], n: int, message: str) -> None:
+    def _reject(
+        self, part: list[tuple[int, ReadableLogRecord]], n: int, message: str, replay: bool
+    ) -> None:
         """Count ``n`` records of ``part`` as given up for good (the collector refused them);
         their level is known unless a partial success rejected some of a mixed batch."""
         classes = {cls for cls, _ in part}
         level = CLASS_NAMES[classes.pop()] if len(classes) == 1 else "UNKNOWN"
         with self._lock:
-            self._acct.counters.drop_named("rejected", level, n)
+            self._acct.counters.drop_named("rejected", level, n, replay=replay)
             self._acct.last_reject_message = message
         if (("otel_export", "Rejected")) not in self._acct.reported:
             self._acct.notes.append(

@@ -504,7 +504,7 @@ class ExportWorker:
                 index.append(i)
             except Exception:
                 broken.append((i, doc.get("cls")))
-        left = len(self._delivery.deliver(records, timeout)[1])
+        left = len(self._delivery.deliver(records, timeout, replay=True)[1])
         ok = not left
         done = len(docs) if ok else index[len(records) - left]
         with self._lock:  # lines past ``done`` are read again: counted then

@@ -115,3 +115,41 @@ def test_informational_answer_is_not_the_answer(
     with server.lock:  # type: ignore[attr-defined]
         stored = [e for e in server.events if "-e" in e]  # type: ignore[attr-defined]
     assert (sorted(sent), 0, 0) == (sorted(stored), stats["spooled"], _unaccounted(stats))
+
+
+# -- 1. spooled, then replayed and refused for good: counted once ---------------------------
+
+
+@settings(max_examples=4)
+@given(protocol=st.sampled_from(["grpc", "http/protobuf"]), n=st.integers(1, 6))
+def test_spooled_then_rejected_on_replay_adds_up(
+    collector: Collector, tmp_path_factory: pytest.TempPathFactory, protocol: str, n: int
+) -> None:
+    """Records spooled while the collector is down and rejected for good when they are
+    replayed: ``obs.delivery()`` still adds up (sent = acknowledged + spooled + dropped +
+    queued + in flight) and the rejection reaches the operator as an ``obs_records_dropped``
+    of reason ``rejected``. The replayed record was counted ``spooled`` and again
+    ``dropped``: the counts no longer added up."""
+    spool = tmp_path_factory.mktemp("replay_rejected") / "spool"
+    _refuse(collector, protocol, permanent=False, delay=None)
+    sink, reports = _sink(_settings(spool, collector.endpoint(protocol), protocol))
+    try:
+        errors = _log(sink, f"p{time.monotonic_ns()}", n=n)
+        assert not sink.force_flush(3.0)
+        _refuse(collector, protocol, permanent=True, delay=None)
+        end = time.monotonic() + 30.0
+        while sink.stats()["replayed"] + sink.stats()["spool_corrupt"] < len(errors):
+            assert time.monotonic() < end, sink.stats()
+            sink.force_flush(2.0)
+        stats = sink.stats()
+    finally:
+        sink.shutdown(2.0)
+        _reset(collector)
+    assert (0, len(errors), len(errors)) == (
+        _unaccounted(stats),
+        stats["spooled"],
+        sum(stats["dropped_by_reason"].get("rejected", {}).values()),
+    )
+    assert {"ERROR": len(errors)} == stats["replay_dropped"]
+    assert _drops(reports, "rejected") == len(errors)
+    assert not set(errors) & set(collector.events())
