@@ -18,6 +18,7 @@ __all__ = ["Outcome", "install_grpc_probe", "install_http_probe"]
 
 import contextlib
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,10 @@ _RETRY_INFO = "google.rpc.retryinfo-bin"
 #: gRPC core's words when the *answer* is over the client's receive limit (4 MiB): the
 #: collector took the request and answered (a huge partial_success text), not "too large".
 _ANSWER_TOO_LARGE = "client: received message larger than max"
+#: The longest "not before" honoured (``Retry-After``, ``RetryInfo``): a collector's wish
+#: beyond it (an hour, a garbage 10**30) would stop delivery for that long; obs tries again
+#: after it, and its flush and shutdown never wait for it past their own deadlines.
+MAX_RETRY_AFTER = 600.0
 
 
 @dataclasses.dataclass(slots=True)
@@ -47,6 +52,7 @@ class Outcome:
     permanent: bool = False  # retrying the same records cannot succeed
     rejected: int = 0  # partial_success.rejected_log_records of an accepted request
     message: str = ""  # the answer: status or code, the collector's words (scrubbed, bounded)
+    retry_after: float = 0.0  # seconds the collector asked to wait before the next request
 
     def __bool__(self) -> bool:
         return self.ok
@@ -180,7 +186,28 @@ def _classify_http(result: Any) -> Outcome | None:
     message = _http_answer(status, result)
     if status == 413:
         return Outcome(ok=False, too_large=True, message=message)
-    return Outcome(ok=False, permanent=status in _PERMANENT_HTTP, message=message)
+    permanent = status in _PERMANENT_HTTP
+    wait = 0.0 if permanent else _retry_after_header(result)
+    return Outcome(ok=False, permanent=permanent, message=message, retry_after=wait)
+
+
+def _retry_after_header(result: Any) -> float:
+    """The ``Retry-After`` of an answer, in seconds (delay-seconds or an HTTP-date, RFC
+    9110), within [0, MAX_RETRY_AFTER]; 0 when absent or unreadable (any value: a date out
+    of range, garbage, a float past any clock)."""
+    from email.utils import parsedate_to_datetime  # noqa: PLC0415
+
+    try:
+        value = str(result.headers().get("retry-after") or "").strip()[:100]
+        if not value:
+            return 0.0
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        return 0.0 if math.isnan(seconds) else min(max(seconds, 0.0), MAX_RETRY_AFTER)
+    except Exception:
+        return 0.0
 
 
 def _http_answer(status: int, result: Any) -> str:
@@ -339,7 +366,25 @@ def _classify_grpc(error: Any) -> Outcome:
         and any(word in details.lower() for word in _SIZE_WORDS)
     ):
         return Outcome(ok=False, too_large=True, message=message)
-    return Outcome(ok=False, permanent=code == grpc.StatusCode.INVALID_ARGUMENT, message=message)
+    permanent = code == grpc.StatusCode.INVALID_ARGUMENT
+    wait = 0.0 if permanent else _retry_delay(error)
+    return Outcome(ok=False, permanent=permanent, message=message, retry_after=wait)
+
+
+def _retry_delay(error: Any) -> float:
+    """The delay of the error's RetryInfo, in seconds within [0, MAX_RETRY_AFTER]; 0 when
+    it has none or it cannot be read."""
+    from google.rpc.error_details_pb2 import RetryInfo  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    try:
+        for key, value in error.trailing_metadata() or ():
+            if key == _RETRY_INFO:
+                delay = RetryInfo.FromString(value).retry_delay
+                seconds = float(delay.seconds) + float(delay.nanos) / 1e9
+                return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+    except Exception:
+        return 0.0
+    return 0.0
 
 
 def _retry_info(error: Any) -> bool:

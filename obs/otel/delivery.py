@@ -38,7 +38,7 @@ def failure_text(target: str, directory: str, answer: str) -> str:
 class Delivery:
     """Sends records (class, record) for one sink; counts and notes rejections."""
 
-    __slots__ = ("_acct", "_lock", "_transport", "last_failure")
+    __slots__ = ("_acct", "_lock", "_transport", "last_failure", "retry_after")
 
     def __init__(
         self,
@@ -51,6 +51,8 @@ class Delivery:
         self._lock = lock
         #: What the collector (or the client) answered to the last failed request.
         self.last_failure = ""
+        #: How long the collector asked to wait after the last failed request (0: nothing).
+        self.retry_after = 0.0
 
     def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
@@ -91,7 +93,7 @@ class Delivery:
                     self._reject(part, min(outcome.rejected, len(part)), outcome.message, replay)
                 continue
             if not (outcome.too_large or outcome.permanent):
-                self.last_failure = outcome.message
+                self.last_failure, self.retry_after = outcome.message, outcome.retry_after
                 return delivered, [r for p in [part, *reversed(parts)] for r in p]
             if len(part) > 1:
                 mid = len(part) // 2
@@ -100,6 +102,30 @@ class Delivery:
                 continue
             self._reject(part, 1, outcome.message or "rejected by the collector", replay)
         return delivered, []
+
+    def replay(
+        self, docs: list[dict[str, Any]], builder: RecordBuilder, timeout: float
+    ) -> tuple[int, bool]:
+        """Deliver one batch of spool lines: (how many of them, from the first, are done:
+        delivered or given up; whether all of them are). A line that is not a record is
+        counted ``spool_corrupt`` once done (lines past ``done`` are read again)."""
+        records = []
+        index: list[int] = []  # the doc each record came from
+        broken: list[tuple[int, object]] = []
+        for i, doc in enumerate(docs):
+            try:
+                cls = doc.get("cls")
+                cls = cls if type(cls) is int and 0 <= cls < len(CLASS_NAMES) else 3
+                records.append((cls, builder.from_spool(doc)))
+                index.append(i)
+            except Exception:
+                broken.append((i, doc.get("cls")))
+        left = len(self.deliver(records, timeout, replay=True)[1])
+        done = len(docs) if not left else index[len(records) - left]
+        with self._lock:
+            for _, cls in (b for b in broken if b[0] < done):
+                self._acct.counters.corrupt(1, cls)
+        return done, not left
 
     def _reject(
         self, part: list[tuple[int, ReadableLogRecord]], n: int, message: str, replay: bool

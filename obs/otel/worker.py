@@ -18,9 +18,10 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from obs._export_queue import SeverityQueue
 from obs._reentry import LOCAL, MarkedLock
 from obs._spool import ReplayResult, Spool
-from obs.levels import CLASS_NAMES, WARNING_CLASS
+from obs.levels import WARNING_CLASS
 from obs.otel.accounting import Accounting, Report
 from obs.otel.delivery import Delivery, Disposer, failure_text
+from obs.otel.pacing import MAX_BACKOFF, Pacing
 from obs.otel.records import Captured, Payload, RecordBuilder
 from obs.otel.state import CLOSING_PHASES, Collector, Phase, Signal, State, transition
 from obs.otel.transport import ExportThread, Transport, bounded, endpoint_text
@@ -29,7 +30,6 @@ from obs.settings import Settings
 __all__ = ["ExportWorker"]
 
 _SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
-_MAX_BACKOFF = 5.0
 _PROBE_TIMEOUT = 1.0  # one export attempt at shutdown when the collector was just down
 _REPLAY_CHECK_INTERVAL = 1.0
 _DISPOSE_CHUNK = 256  # records spooled per step at shutdown (what shutdown can take over)
@@ -97,10 +97,6 @@ class ExportWorker:
         return self._state.phase in CLOSING_PHASES
 
     @property
-    def _closing(self) -> bool:
-        return self._state.phase in CLOSING_PHASES
-
-    @property
     def _closed(self) -> bool:
         return self._state.phase is Phase.CLOSED or self._state.phase is Phase.ABANDONED
 
@@ -156,8 +152,7 @@ class ExportWorker:
         self._flush_target = 0
         self._flush_deadline = 0.0
         self._flush_waiters = 0
-        self._backoff = 0.0
-        self._backoff_until = 0.0
+        self._pace = Pacing()
         self._replay_due = False
         self._replay_busy = False
         self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
@@ -185,7 +180,7 @@ class ExportWorker:
         with self._lock.raw if LOCAL.busy else self._lock:  # the chain's call is marked
             if self._closed:
                 victim: tuple[int, Payload] | None = (cls, item)
-            elif self._down and cls >= WARNING_CLASS and not self._closing:
+            elif self._down and cls >= WARNING_CLASS and not self.closing:
                 self._acct.counters.enqueued += 1  # collector down: written ahead to the spool
                 self._ahead.append((cls, item))
                 victim = None
@@ -221,7 +216,7 @@ class ExportWorker:
         if written:
             with self._lock:
                 if not self._replay_retry_at:
-                    self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+                    self._replay_retry_at = max(self._pace.until, time.monotonic() + 0.5)
 
     def _write_ahead(self) -> None:
         """The write-ahead thread: while the collector is known to be down, WARNING+
@@ -231,7 +226,7 @@ class ExportWorker:
         while True:
             with self._lock:
                 while not self._ahead:
-                    if self._closing or self._closed:
+                    if self.closing or self._closed:
                         self._ahead_thread = None
                         self._ahead_cond.notify_all()
                         return
@@ -293,7 +288,7 @@ class ExportWorker:
         finally:
             otel_context.detach(token)
             with self._cond:
-                if self._thread is threading.current_thread() and not self._closing:
+                if self._thread is threading.current_thread() and not self.closing:
                     self._crashes += 1  # restarted by the next event, a few times at most
                     self._thread = None
                 self._cond.notify_all()
@@ -333,15 +328,19 @@ class ExportWorker:
             if self._abandoned:
                 return _EXIT
             now = time.monotonic()
-            if self._closing:
-                return self._closing_action_locked(now, request_timeout)
+            if self.closing:
+                step = self._closing_action_locked(now, request_timeout)
+                if step[0] != "wait":
+                    return step
+                self._cond.wait(step[2])  # the collector's "not before", within the budget
+                continue
             action = self._open_action_locked(now, request_timeout, delay)
             if action is not None:
                 return action
             queue, retry = self._queue, self._replay_retry_at
-            wake = max(self._backoff_until, self._next_due) - now if queue else delay
+            wake = max(self._pace.until, self._next_due) - now if queue else delay
             if retry and not queue:
-                wake = min(wake, max(retry, self._backoff_until) - now)
+                wake = min(wake, max(retry, self._pace.until) - now)
             self._cond.wait(max(min(wake, delay), 0.005))
 
     def _closing_action_locked(self, now: float, request_timeout: float) -> Action:
@@ -352,6 +351,11 @@ class ExportWorker:
         timeout = min(request_timeout, remaining - self._reserve)
         if self._down:
             timeout = min(timeout, _PROBE_TIMEOUT)
+        ahead = self._pace.not_before - now
+        if ahead > 0 and not self._give_up and (self._queue or self._spool.pending()):
+            if ahead < remaining - self._reserve:
+                return "wait", [], ahead
+            self._signal(Signal.GIVE_UP)  # it asked for later than the deadline: spool
         if self._queue:
             if self._give_up or remaining <= self._reserve:
                 chunk, _ = self._queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
@@ -379,22 +383,24 @@ class ExportWorker:
         """Running or flushing: a batch when one is due (a flush's first, and at once), a
         replay when due and not backing off, a drop report when due; None: wait."""
         queue = self._queue
-        # a force_flush is waiting (and its deadline has not passed): try now
+        # a force_flush is waiting (and its deadline has not passed): try now, unless the
+        # collector asked for later (Retry-After; obs' own backoff a flush skips)
         flushing = self._state.phase is Phase.FLUSHING and self._flush_deadline > now
+        flushing = flushing and not self._pace.asked_wait(now)
         flush_timeout = min(request_timeout, max(self._flush_deadline - now, 0.05))
         if queue:
             if flushing and self._flush_pending_locked():
                 return self._take_locked(flush_timeout)
-            if now >= self._backoff_until and (
+            if now >= self._pace.until and (
                 len(queue) >= self._batch_size or now >= self._next_due
             ):
                 self._next_due = now + delay
                 return self._take_locked(request_timeout)
         retry = self._replay_retry_at
-        if retry and now >= retry and now >= self._backoff_until and not queue:
+        if retry and now >= retry and now >= self._pace.until and not queue:
             self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
             self._replay_due = True
-        if self._replay_due and (flushing or now >= self._backoff_until):
+        if self._replay_due and (flushing or now >= self._pace.until):
             self._replay_due = False
             self._replay_busy = True
             return "replay", [], flush_timeout if flushing else request_timeout
@@ -434,8 +440,7 @@ class ExportWorker:
             self._acct.counters.exported += delivered
             if not undelivered:
                 self._inflight = None
-                self._backoff = 0.0
-                self._backoff_until = 0.0
+                self._pace.ok()
                 self._signal(Signal.EXPORT_OK)
                 if now - self._last_replay_check >= _REPLAY_CHECK_INTERVAL or was_down:
                     self._last_replay_check = now
@@ -459,8 +464,7 @@ class ExportWorker:
                 self._cond.notify_all()
 
     def _enter_backoff_locked(self, now: float) -> None:
-        self._backoff = min(max(self._backoff * 2, 0.5), _MAX_BACKOFF)
-        self._backoff_until = now + self._backoff
+        self._pace.failed(now, self._delivery.retry_after)
         self._signal(Signal.EXPORT_FAILED)  # while closing: the collector is gone
 
     def _failure_text(self) -> str:
@@ -471,7 +475,7 @@ class ExportWorker:
         """Replay the spool through the transport (another process may hold the lock)."""
 
         def should_stop() -> bool:
-            if self._closing:
+            if self.closing:
                 return self._give_up or time.monotonic() >= self._deadline - self._reserve
             return self._abandoned or len(self._queue) >= self._batch_size
 
@@ -486,34 +490,18 @@ class ExportWorker:
             self._replay_busy = False
             if result is not None:
                 self._replayed_locked(result)
-            elif not self._closing:
-                self._replay_retry_at = time.monotonic() + _MAX_BACKOFF
+            elif not self.closing:
+                self._replay_retry_at = time.monotonic() + MAX_BACKOFF
             self._cond.notify_all()
 
     def _replay_batch(self, docs: list[dict[str, Any]], timeout: float) -> int:
         """Deliver one batch of spool lines; how many of them (from the first) are done,
         delivered or given up. The outcome moves the collector's state."""
-        records = []
-        index: list[int] = []  # the doc each record came from
-        broken: list[tuple[int, object]] = []
-        for i, doc in enumerate(docs):
-            try:
-                cls = doc.get("cls")
-                cls = cls if type(cls) is int and 0 <= cls < len(CLASS_NAMES) else 3
-                records.append((cls, self._builder.from_spool(doc)))
-                index.append(i)
-            except Exception:
-                broken.append((i, doc.get("cls")))
-        left = len(self._delivery.deliver(records, timeout, replay=True)[1])
-        ok = not left
-        done = len(docs) if ok else index[len(records) - left]
-        with self._lock:  # lines past ``done`` are read again: counted then
-            for _, cls in (b for b in broken if b[0] < done):
-                self._acct.counters.corrupt(1, cls)
+        done, ok = self._delivery.replay(docs, self._builder, timeout)
         with self._cond:
             if ok:  # the collector is back: log straight to it again
                 self._signal(Signal.EXPORT_OK)
-                self._backoff = self._backoff_until = 0.0
+                self._pace.ok()
             else:
                 self._acct.counters.failed_exports += 1
                 self._enter_backoff_locked(time.monotonic())
@@ -525,7 +513,7 @@ class ExportWorker:
         if not result.failed and not result.skipped and self._spool.pending():
             self._replay_due = True  # stopped early to serve the queue
         if result.failed or result.skipped:  # try again on the backoff schedule
-            self._replay_retry_at = max(self._backoff_until, time.monotonic() + 0.5)
+            self._replay_retry_at = max(self._pace.until, time.monotonic() + 0.5)
 
     # -- reports -------------------------------------------------------------------------
 
@@ -564,7 +552,7 @@ class ExportWorker:
     def _wait_flushed(self, deadline: float) -> bool:
         """Wait until everything queued now is handled; False at the deadline."""
         with self._cond:
-            if self._closed or self._closing:
+            if self._closed or self.closing:
                 return False
             if self._thread is None:
                 self._start_thread_locked()
@@ -578,7 +566,7 @@ class ExportWorker:
             try:
                 while self._flush_busy_locked(target):
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    if remaining <= 0 or self._pace.not_before > deadline:
                         return False
                     self._cond.wait(remaining)
             finally:
@@ -608,7 +596,7 @@ class ExportWorker:
         deadline = time.monotonic() + budget
         try:
             with self._cond:
-                if self._closing or self._closed:
+                if self.closing or self._closed:
                     return bool(self._shutdown_ok)
             self._acct.ready = True
             self._acct.send(force=True)

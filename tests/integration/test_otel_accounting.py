@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,7 +19,7 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
-from test_otel_answers import Collector, _log, _settings, _sink, _unaccounted
+from test_otel_answers import Collector, _deliver_spool, _log, _settings, _sink, _unaccounted
 
 from obs._otlp_decode import decode_request
 
@@ -153,3 +154,48 @@ def test_spooled_then_rejected_on_replay_adds_up(
     assert {"ERROR": len(errors)} == stats["replay_dropped"]
     assert _drops(reports, "rejected") == len(errors)
     assert not set(errors) & set(collector.events())
+
+
+# -- 3. a long Retry-After / RetryInfo is honoured ------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_long_retry_after_is_honoured(collector: Collector, tmp_path: Path, protocol: str) -> None:
+    """A 503 / UNAVAILABLE asking for 120 s: obs sends nothing more to the collector before
+    then (its own backoff, 0.5 s doubling to 5 s, asked again within a second), a flush
+    returns False without sending or waiting out its timeout, shutdown spools the ERRORs
+    within its budget, and the next process delivers them. The collector's delay was
+    ignored past the exporter's own request: obs asked again on its own schedule, and a
+    flush asked at once."""
+    _refuse(collector, protocol, permanent=False, delay=120)
+    requests: list[int] = []
+    http_refuse, grpc_refuse = collector.http_answer, collector.grpc_answer
+
+    def counted(refuse: Any) -> Any:
+        def answer(names: list[str]) -> Any:
+            requests.append(len(names))
+            return refuse(names)
+
+        return answer
+
+    collector.http_answer, collector.grpc_answer = counted(http_refuse), counted(grpc_refuse)
+    sink, _ = _sink(_settings(tmp_path / "spool", collector.endpoint(protocol), protocol))
+    try:
+        errors = _log(sink, f"ra{time.monotonic_ns()}", n=3)
+        assert not sink.force_flush(3.0)
+        first = len(requests)
+        for i in range(8):  # 4 s: obs' own backoff asked again 3 times or more in this
+            errors += _log(sink, f"rb{i}-{time.monotonic_ns()}", n=1)
+            assert not sink.force_flush(5.0)
+            time.sleep(0.5)
+        later = len(requests)
+        assert not sink.shutdown(3.0)
+        stats = sink.stats()
+    finally:
+        sink.shutdown(2.0)
+        _reset(collector)
+    assert (first, 0, len(errors)) == (later, _unaccounted(stats), stats["spooled"])
+    assert first >= 1
+    assert not set(errors) & set(collector.events())
+    _deliver_spool(tmp_path / "spool", collector, protocol, errors)
+    assert set(errors) <= set(collector.events())
