@@ -43,7 +43,9 @@ class ObsInternalError(Event):
     level: ClassVar[int] = logging.ERROR
     description: ClassVar[str] = (
         "obs itself failed somewhere (or a call argument or setting was invalid); reported "
-        "once per place and type. WARNING when an OTLP export failed and records were spooled."
+        "once per place and type (a failed or refused OTLP export once per kind of answer: "
+        "status, gRPC code or client error). WARNING when an OTLP export failed and records "
+        "were spooled."
     )
     message: ClassVar[str | None] = "{where}: {error_type}: {error_message}"
 

@@ -1,7 +1,9 @@
 """Delivery accounting: what was sent, delivered, spooled and lost, and obs' reports of it.
 
 Counts reach the operator through ``report`` as ``obs_records_dropped`` (rate-limited) and
-failures as ``obs_internal_error`` (once per place and kind); both are obs' own events,
+failures as ``obs_internal_error`` (once per place and kind; a failed or refused export
+once per kind of answer: a collector down, then refusing a token, then rejecting records
+is three reports, its thousandth 503 none); both are obs' own events,
 which the sink spools into the spool's reserve, so a report of loss is not itself lost.
 """
 
@@ -29,6 +31,19 @@ if TYPE_CHECKING:
 Report = Callable[..., None]
 #: obs' own reports of loss: spooled into the spool's reserve, so they survive a full spool.
 LOSS_REPORTS = frozenset({ObsRecordsDropped.name, ObsInternalError.name})
+#: Kinds of answers reported per place and kind (distinct statuses, codes, client errors).
+_MAX_ANSWERS = 16
+#: Notes deduplicated per kind of answer by :meth:`Accounting.note_answer`, not here.
+_PER_ANSWER = frozenset({("otel_export", "ExportFailed"), ("otel_export", "Rejected")})
+
+
+def answer_kind(answer: str) -> str:
+    """What kind of answer ``answer`` is: ``HTTP 503``, ``UNAVAILABLE``, a client error's
+    type (``ConnectionError``); the words after it (the collector's) vary, the kind not."""
+    head = answer.split(":", 1)[0].strip()
+    if head.startswith("HTTP "):
+        head = " ".join(head.split()[:2])
+    return head[:60]
 
 
 class Counters:
@@ -141,6 +156,7 @@ class Accounting:
         "_last_drop_report",
         "_lock",
         "_report",
+        "answers",
         "counters",
         "last_reject_message",
         "notes",
@@ -156,6 +172,8 @@ class Accounting:
         self.counters = Counters()
         self.notes: list[tuple[str, str, str]] = []
         self.reported: set[tuple[str, str]] = set()
+        #: (where, kind, kind of answer) noted for the operator (at most _MAX_ANSWERS each).
+        self.answers: set[tuple[str, str, str]] = set()
         #: Nothing is reported before the first event or flush: until then the runtime
         #: that owns ``report`` may still be under construction.
         self.ready = False
@@ -165,6 +183,17 @@ class Accounting:
         """Remember an internal failure; :meth:`send` reports it (once per kind)."""
         with contextlib.suppress(Exception):
             self.notes.append((where, type(exc).__name__, scrub_text(safe_repr(exc, 1000))))
+
+    def note_answer(self, where: str, kind: str, answer: str, text: str) -> None:
+        """Note a failure whose answer the operator must hear of (``text``): once for each
+        kind of answer (:func:`answer_kind`), for at most ``_MAX_ANSWERS`` kinds, so a
+        later, different failure (the collector back, then refusing records for good) is
+        reported too, and a repeated one never floods."""
+        key = (where, kind, answer_kind(answer))
+        if key in self.answers or sum(k[:2] == key[:2] for k in self.answers) >= _MAX_ANSWERS:
+            return
+        self.answers.add(key)
+        self.notes.append((where, kind, text))
 
     def replayed(self, result: ReplayResult, directory: str) -> None:
         """Count what one spool replay did (the caller holds the lock) and note what the
@@ -214,7 +243,7 @@ class Accounting:
         while self.notes:
             notes.append(self.notes.pop(0))
         for where, kind, message in notes:
-            if (where, kind) in self.reported:
+            if (where, kind) in self.reported and (where, kind) not in _PER_ANSWER:
                 continue
             self.reported.add((where, kind))
             self._call(

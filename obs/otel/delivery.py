@@ -80,6 +80,7 @@ class Delivery:
         spool (``replay_dropped``), not more of what this process sent.
         """
         deadline = time.monotonic() + max(timeout, 0.05) * 2
+        self.retry_after = 0.0
         parts = [records] if records else []
         delivered = 0
         while parts:
@@ -137,14 +138,8 @@ class Delivery:
         with self._lock:
             self._acct.counters.drop_named("rejected", level, n, replay=replay)
             self._acct.last_reject_message = message
-        if (("otel_export", "Rejected")) not in self._acct.reported:
-            self._acct.notes.append(
-                (
-                    "otel_export",
-                    "Rejected",
-                    scrub_text(f"the collector rejected {n} log record(s) for good: {message}"),
-                )
-            )
+        text = scrub_text(f"the collector rejected {n} log record(s) for good: {message}")
+        self._acct.note_answer("otel_export", "Rejected", message, text)
 
 
 class Disposer:

@@ -436,7 +436,7 @@ class ExportWorker:
         with self._cond:
             if self._abandoned:
                 return  # shutdown gave up on us and disposed of this batch itself
-            was_down = self._down
+            was_down, gone = self._down, self._give_up  # gone: shutdown interrupted it
             self._acct.counters.exported += delivered
             if not undelivered:
                 self._inflight = None
@@ -453,8 +453,8 @@ class ExportWorker:
             self._disposing = True  # flush waits for the spool write below
         try:
             self._dispose(records, "export_failed")
-            if not was_down:
-                self._acct.notes.append(("otel_export", "ExportFailed", self._failure_text()))
+            if not gone:  # (an interrupted export is no answer of the collector's)
+                self._note_failure()
             self._acct.send(force=False)  # before a waiting flush returns
         finally:
             with self._cond:
@@ -467,9 +467,12 @@ class ExportWorker:
         self._pace.failed(now, self._delivery.retry_after)
         self._signal(Signal.EXPORT_FAILED)  # while closing: the collector is gone
 
-    def _failure_text(self) -> str:
+    def _note_failure(self) -> None:
+        """Note a failed export or replay for the operator (once per kind of answer)."""
         target = endpoint_text(self._settings.otlp_logs_url) or self.mode
-        return failure_text(target, self._spool.directory, self._delivery.last_failure)
+        answer = self._delivery.last_failure
+        text = failure_text(target, self._spool.directory, answer)
+        self._acct.note_answer("otel_export", "ExportFailed", answer, text)
 
     def _replay(self, timeout: float) -> None:
         """Replay the spool through the transport (another process may hold the lock)."""
@@ -499,12 +502,15 @@ class ExportWorker:
         delivered or given up. The outcome moves the collector's state."""
         done, ok = self._delivery.replay(docs, self._builder, timeout)
         with self._cond:
+            gone = self._give_up  # shutdown interrupted it: no answer to report
             if ok:  # the collector is back: log straight to it again
                 self._signal(Signal.EXPORT_OK)
                 self._pace.ok()
             else:
                 self._acct.counters.failed_exports += 1
                 self._enter_backoff_locked(time.monotonic())
+        if not (ok or gone):
+            self._note_failure()
         return done
 
     def _replayed_locked(self, result: ReplayResult) -> None:

@@ -199,3 +199,45 @@ def test_long_retry_after_is_honoured(collector: Collector, tmp_path: Path, prot
     assert not set(errors) & set(collector.events())
     _deliver_spool(tmp_path / "spool", collector, protocol, errors)
     assert set(errors) <= set(collector.events())
+
+
+# -- 4. each kind of failure reaches the operator -------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_each_kind_of_failure_is_reported(
+    collector: Collector, tmp_path: Path, protocol: str
+) -> None:
+    """A collector that is first unavailable, then back, then refusing records for good,
+    then refusing the token: each distinct failure is reported once as
+    ``obs_internal_error`` naming its answer; repeats of one are not. Only the first failed
+    export of the sink's life was ever reported, and the first rejection."""
+    sink, reports = _sink(_settings(tmp_path / "spool", collector.endpoint(protocol), protocol))
+    try:
+        _refuse(collector, protocol, permanent=False, delay=None)
+        for _ in range(3):
+            _log(sink, f"u{time.monotonic_ns()}", n=1)
+            sink.force_flush(1.0)
+        _reset(collector)
+        assert sink.force_flush(20.0)
+        _refuse(collector, protocol, permanent=True, delay=None)
+        for _ in range(2):
+            _log(sink, f"x{time.monotonic_ns()}", n=1)
+            sink.force_flush(3.0)
+        collector.http_answer = lambda names: (401, [], b"who are you")
+        collector.grpc_answer = lambda names: (grpc.StatusCode.UNAUTHENTICATED, "who?", None)
+        for _ in range(3):
+            _log(sink, f"w{time.monotonic_ns()}", n=1)
+            sink.force_flush(1.0)
+    finally:
+        sink.shutdown(2.0)
+        _reset(collector)
+    got = [
+        f"{f['error_type']}: {f['error_message']}"
+        for name, _, f in reports.calls
+        if name == "obs_internal_error"
+    ]
+    words = ("UNAVAILABLE", "INVALID_ARGUMENT", "UNAUTHENTICATED")
+    if protocol != "grpc":
+        words = ("HTTP 503", "HTTP 400", "HTTP 401")
+    assert [1, 1, 1] == [sum(word in g for g in got) for word in words], got
