@@ -178,11 +178,11 @@ class ExportWorker:
         """Queue one captured event of severity class ``cls`` (the caller's side: no I/O
         but a spool write of one record when the queue is full or the sink closed)."""
         with self._lock.raw if LOCAL.busy else self._lock:  # the chain's call is marked
+            self._acct.counters.enqueued += 1  # sent: then spooled, counted, or queued
             if self._closed:
                 victim: tuple[int, Payload] | None = (cls, item)
             elif self._down and cls >= WARNING_CLASS and not self.closing:
-                self._acct.counters.enqueued += 1  # collector down: written ahead to the spool
-                self._ahead.append((cls, item))
+                self._ahead.append((cls, item))  # collector down: written ahead to the spool
                 victim = None
                 if self._ahead_thread is None:
                     self._ahead_thread = ExportThread(
@@ -192,7 +192,6 @@ class ExportWorker:
                 elif len(self._ahead) == 1:
                     self._ahead_cond.notify()
             else:
-                self._acct.counters.enqueued += 1
                 queue = self._queue
                 victim = queue.put(cls, item)
                 if self._thread is None:

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from test_otel_answers import Collector, _deliver_spool, _log, _settings, _sink, _unaccounted
+from test_otel_rejections import ev
 
 from obs._otlp_decode import decode_request
 
@@ -241,3 +242,38 @@ def test_each_kind_of_failure_is_reported(
     if protocol != "grpc":
         words = ("HTTP 503", "HTTP 400", "HTTP 401")
     assert [1, 1, 1] == [sum(word in g for g in got) for word in words], got
+
+
+# -- 5. records given to a closed sink are sent too ----------------------------------------
+
+
+@settings(max_examples=4)
+@given(
+    levels=st.lists(st.sampled_from(["info", "warning", "error"]), min_size=1, max_size=6),
+    protocol=st.sampled_from(["grpc", "http/protobuf"]),
+)
+def test_records_after_shutdown_add_up(
+    collector: Collector, tmp_path_factory: pytest.TempPathFactory, levels: list[str], protocol: str
+) -> None:
+    """Records that reach the sink after its shutdown (obs' own last reports do: the drop
+    counts shutdown makes are logged once it is closed) are spooled or counted, and sent:
+    the counts add up. They were spooled or dropped without being counted as sent."""
+    spool = tmp_path_factory.mktemp("after") / "spool"
+    _refuse(collector, protocol, permanent=False, delay=None)
+    sink, _ = _sink(_settings(spool, collector.endpoint(protocol), protocol))
+    try:
+        _log(sink, f"b{time.monotonic_ns()}", n=2)
+        sink.shutdown(2.0)
+        before = sink.stats()
+        for i, level in enumerate(levels):
+            number = {"info": 20, "warning": 30, "error": 40}[level]
+            sink(None, level, ev(f"late{i}", number))
+        after = sink.stats()
+    finally:
+        sink.shutdown(2.0)
+        _reset(collector)
+    assert (0, 0, len(levels)) == (
+        _unaccounted(before),
+        _unaccounted(after),
+        after["enqueued"] - before["enqueued"],
+    )
