@@ -78,14 +78,19 @@ def _replay(directory: str, args: argparse.Namespace) -> int:
         finally:
             sink.shutdown(1.0)
     stats = sink.stats()
+    given_up = sum((stats.get("replay_dropped") or {}).values())
     sys.stdout.write(f"replayed {stats['replayed']} records\n")
+    if given_up:  # taken out of the spool, never delivered: the collector's words on stderr
+        sys.stdout.write(
+            f"gave up {given_up} records: refused for good by the collector, or not records\n"
+        )
     if stats.get("spool_kept"):
         sys.stdout.write(
             f"kept {stats['spool_kept']} lines of another spool format version, not replayed\n"
         )
     for line in reports:
         sys.stderr.write(line + "\n")
-    return 0 if ok and not Spool(directory, 1).pending() else 1
+    return 0 if ok and not given_up and not Spool(directory, 1).pending() else 1
 
 
 class _ScrubbedStderr(logging.Handler):

@@ -53,6 +53,19 @@ class TestSpoolCommand:
         assert not spool.pending()
         assert "(empty)" in obs_cli("list", "--dir", str(directory)).stdout
 
+    def test_replay_refused_for_good_says_so(self, tmp_path: Path) -> None:
+        """A collector that refuses the spooled records for good (HTTP 400): replay says how
+        many it gave up, and exits 1 (not everything was delivered). It printed "replayed
+        N records" and exited 0, as if they had been delivered."""
+        directory = tmp_path / "spool"
+        Spool(str(directory), 1 << 20).append([spooled_doc(i, "trainer") for i in range(3)])
+        with OTLPReceiver(grpc=False) as rx:
+            rx.set_fault(fail=True, http_status=400)
+            replayed = obs_cli("replay", "--dir", str(directory), "--endpoint", rx.http_endpoint)
+        assert (1, []) == (replayed.returncode, rx.records), replayed.stderr
+        assert "gave up 3 records" in replayed.stdout
+        assert "rejected" in replayed.stderr
+
     def test_unsafe_directory_is_an_error_not_a_crash(self, tmp_path: Path) -> None:
         """A symlinked spool directory is refused with exit status 1 and a message."""
         (tmp_path / "real").mkdir(mode=0o700)
