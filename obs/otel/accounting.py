@@ -106,8 +106,9 @@ class Counters:
         spooled), enqueued, exported, dropped per level, spooled, replayed, spooled records
         given up when replayed per level (``replay_dropped``), both losses per reason
         (``dropped_by_reason``), failed exports, corrupt spool lines. enqueued = exported +
-        spooled + dropped + queued + in flight: a spooled record's later fate is
-        ``replayed`` or ``replay_dropped``, never counted against what was sent again."""
+        spooled + dropped + queued + in flight: what becomes of a spooled record is not
+        counted against what was sent again (``replayed``: spool lines a replay took,
+        delivered or given up; those given up are ``replay_dropped`` too)."""
         by_reason: dict[str, dict[str, int]] = {}
         for source in (self.dropped, self.replay_dropped):
             for reason, table in source.items():
