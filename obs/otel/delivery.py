@@ -156,8 +156,15 @@ class Disposer:
         self._acct = accounting
         self._lock = lock
 
-    def dispose(self, victims: Sequence[tuple[int, Payload]], reason: str) -> int:
-        """Spool or count ``victims`` (class, payload) as ``reason``; the number spooled."""
+    def dispose(
+        self,
+        victims: Sequence[tuple[int, Payload]],
+        reason: str,
+        release: Callable[[], None] | None = None,
+    ) -> int:
+        """Spool or count ``victims`` (class, payload) as ``reason``; the number spooled.
+        ``release`` runs under the lock as they are counted: it takes them out of what the
+        caller holds in flight, so that no moment counts them twice."""
         lines: list[dict[str, Any]] = []
         classes: list[int] = []
         own: list[dict[str, Any]] = []  # obs' loss reports: may use the spool's reserve
@@ -196,6 +203,17 @@ class Disposer:
                 why = "spool_error"
             written += n
             (quiet if reserved else dropped).extend((why, cls) for cls in batch_classes[n:])
+        self._count(written, dropped, quiet, release)
+        return written
+
+    def _count(
+        self,
+        written: int,
+        dropped: list[tuple[str, int]],
+        quiet: list[tuple[str, int]],
+        release: Callable[[], None] | None,
+    ) -> None:
+        """Count what :meth:`dispose` spooled and dropped, and ``release`` with it."""
         with self._lock:
             counters = self._acct.counters
             counters.spooled += written
@@ -203,4 +221,5 @@ class Disposer:
                 counters.drop(why, cls)
             for why, cls in quiet:  # a report of this loss would be lost the same way
                 counters.drop(why, cls, report=False)
-        return written
+            if release is not None:
+                release()

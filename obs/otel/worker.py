@@ -209,13 +209,19 @@ class ExportWorker:
 
     # -- disposal: spool WARNING+, count the rest ----------------------------------------
 
-    def _dispose(self, victims: Sequence[tuple[int, Payload]], reason: str) -> None:
-        """Records that will not be exported now: spooled or counted; replay is scheduled."""
-        written = self._disposer.dispose(victims, reason)
+    def _dispose(self, victims: Sequence[tuple[int, Payload]], reason: str, held: str = "") -> None:
+        """Records that will not be exported now: spooled or counted; replay is scheduled.
+        ``held``: the attribute holding them in flight, emptied as they are counted."""
+        release = (lambda: self._let_go(held)) if held else None
+        written = self._disposer.dispose(victims, reason, release)
         if written:
             with self._lock:
                 if not self._replay_retry_at:
                     self._replay_retry_at = max(self._pace.until, time.monotonic() + 0.5)
+
+    def _let_go(self, held: str) -> None:
+        if not self._abandoned:  # (else shutdown took them over)
+            setattr(self, held, None)
 
     def _write_ahead(self) -> None:
         """The write-ahead thread: while the collector is known to be down, WARNING+
@@ -233,7 +239,7 @@ class ExportWorker:
                 batch, self._ahead = self._ahead, []
                 self._ahead_held = batch
             try:
-                self._dispose(batch, "collector_down")
+                self._dispose(batch, "collector_down", "_ahead_held")
             finally:
                 with self._lock:
                     self._ahead_held = None
@@ -307,7 +313,7 @@ class ExportWorker:
             self._replay(action[2])
             return True
         if kind == "dispose":
-            self._dispose(action[1], "shutdown")
+            self._dispose(action[1], "shutdown", "_inflight")
             with self._cond:
                 if not self._abandoned:
                     self._inflight = None
@@ -451,7 +457,7 @@ class ExportWorker:
             self._inflight = undelivered  # (not what the collector took) until spooled
             self._disposing = True  # flush waits for the spool write below
         try:
-            self._dispose(records, "export_failed")
+            self._dispose(records, "export_failed", "_inflight")
             if not gone:  # (an interrupted export is no answer of the collector's)
                 self._note_failure()
             self._acct.send(force=False)  # before a waiting flush returns

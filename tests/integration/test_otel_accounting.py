@@ -277,3 +277,46 @@ def test_records_after_shutdown_add_up(
         _unaccounted(after),
         after["enqueued"] - before["enqueued"],
     )
+
+
+# -- 6. the counts add up at every moment, obs' own reports included ---------------------
+
+
+class _Snapshots:
+    """The runtime's report stand-in that reads the sink's counts at every report (obs
+    reports from its export thread, between a spool write and what follows it)."""
+
+    def __init__(self) -> None:
+        self.sink: Any = None
+        self.seen: list[int] = []
+
+    def __call__(self, event: Any, level: int | None = None, *, body: str | None = None) -> None:
+        if self.sink is not None:
+            self.seen.append(_unaccounted(self.sink.stats()))
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_counts_add_up_when_obs_reports(
+    collector: Collector, tmp_path: Path, protocol: str
+) -> None:
+    """Whenever obs reports a failure (from the export thread, right after spooling the
+    batch that failed), the counts add up. The spooled batch was counted spooled and
+    still in flight until the report returned: a report that blocks (a full stderr pipe)
+    showed ``obs.delivery()`` not adding up for as long as it blocked."""
+    from obs.otel import ExportSink
+    from obs.rank import RankResolver
+
+    _refuse(collector, protocol, permanent=False, delay=None)
+    snapshots = _Snapshots()
+    settings_ = _settings(tmp_path / "spool", collector.endpoint(protocol), protocol)
+    sink = ExportSink(settings_, RankResolver(env={}, host="h"), snapshots)
+    snapshots.sink = sink
+    try:
+        for _ in range(3):
+            _log(sink, f"c{time.monotonic_ns()}", n=2)
+            sink.force_flush(1.0)
+    finally:
+        sink.shutdown(2.0)
+        _reset(collector)
+    assert snapshots.seen
+    assert {0} == set(snapshots.seen), snapshots.seen
