@@ -130,10 +130,12 @@ class Counters:
             "spool_kept": self.spool_kept,
         }
 
-    def dropped_total(self) -> int:
-        """Every record lost, before the spool or when replayed."""
+    def totals(self) -> tuple[int, int, int]:
+        """(spooled, every record lost before the spool or when replayed, failed exports):
+        what shutdown compares before and after to tell whether it delivered everything."""
         tables = (*self.dropped.values(), *self.replay_dropped.values())
-        return sum(n for per_level in tables for n in per_level.values())
+        lost = sum(n for per_level in tables for n in per_level.values())
+        return self.spooled, lost, self.failed_exports
 
 
 def _per_level(table: dict[str, dict[str, int]]) -> dict[str, int]:

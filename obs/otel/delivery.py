@@ -38,7 +38,7 @@ def failure_text(target: str, directory: str, answer: str) -> str:
 class Delivery:
     """Sends records (class, record) for one sink; counts and notes rejections."""
 
-    __slots__ = ("_acct", "_lock", "_transport", "last_failure", "retry_after")
+    __slots__ = ("_acct", "_lock", "_transport", "counted", "last_failure", "retry_after")
 
     def __init__(
         self,
@@ -53,6 +53,9 @@ class Delivery:
         self.last_failure = ""
         #: How long the collector asked to wait after the last failed request (0: nothing).
         self.retry_after = 0.0
+        #: Records of the batch in flight already counted lost (rejected, unencodable): no
+        #: longer in flight (the worker resets it as it takes or settles a batch).
+        self.counted = 0
 
     def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
@@ -137,6 +140,7 @@ class Delivery:
         level = CLASS_NAMES[classes.pop()] if len(classes) == 1 else "UNKNOWN"
         with self._lock:
             self._acct.counters.drop_named("rejected", level, n, replay=replay)
+            self.counted += 0 if replay else n
             self._acct.last_reject_message = message
         text = scrub_text(f"the collector rejected {n} log record(s) for good: {message}")
         self._acct.note_answer("otel_export", "Rejected", message, text)

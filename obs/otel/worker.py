@@ -415,7 +415,7 @@ class ExportWorker:
 
     def _take_locked(self, timeout: float) -> Action:
         batch, _ = self._queue.take(self._batch_size)
-        self._inflight = batch
+        self._inflight, self._delivery.counted = batch, 0
         return "export", batch, timeout
 
     def _flush_pending_locked(self) -> bool:
@@ -435,6 +435,7 @@ class ExportWorker:
                 self._acct.note("otel_encode", exc)
                 with self._lock:
                     self._acct.counters.drop("encode_error", cls)
+                    self._delivery.counted += 1
         delivered, undelivered = self._delivery.deliver(records, timeout)
         records = undelivered
         now = time.monotonic()
@@ -443,6 +444,7 @@ class ExportWorker:
                 return  # shutdown gave up on us and disposed of this batch itself
             was_down, gone = self._down, self._give_up  # gone: shutdown interrupted it
             self._acct.counters.exported += delivered
+            self._delivery.counted = 0  # (those it counted lost leave _inflight below)
             if not undelivered:
                 self._inflight = None
                 self._pace.ok()
@@ -612,11 +614,7 @@ class ExportWorker:
             self._acct.ready = True
             self._acct.send(force=True)
             with self._cond:
-                before = (
-                    self._acct.counters.spooled,
-                    self._acct.counters.dropped_total(),
-                    self._acct.counters.failed_exports,
-                )
+                before = self._acct.counters.totals()
                 self._signal(Signal.SHUTDOWN)
                 self._deadline = deadline
                 self._reserve = min(0.5, budget * 0.2)
@@ -627,11 +625,7 @@ class ExportWorker:
             abandoned = self._wait_for(thread, deadline)
             self._dispose_until(self._take_ahead(deadline), "shutdown", deadline)
             with self._cond:
-                after = (
-                    self._acct.counters.spooled,
-                    self._acct.counters.dropped_total(),
-                    self._acct.counters.failed_exports,
-                )
+                after = self._acct.counters.totals()
                 self._signal(Signal.CLOSE)
                 self._shutdown_ok = not abandoned and before[1:] == after[1:]
             self._acct.send(force=True)  # what shutdown counted: to the console and spool
@@ -677,5 +671,6 @@ class ExportWorker:
     def stats(self) -> dict[str, Any]:
         """Delivery counters (see :meth:`~obs.otel.accounting.Counters.snapshot`)."""
         with self._lock:
-            held = len(self._inflight or ()) + len(self._ahead) + len(self._ahead_held or ())
+            held = max(len(self._inflight or ()) - self._delivery.counted, 0)
+            held += len(self._ahead) + len(self._ahead_held or ())
             return self._acct.counters.snapshot(queued=len(self._queue), in_flight=held)

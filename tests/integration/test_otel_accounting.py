@@ -320,3 +320,51 @@ def test_counts_add_up_when_obs_reports(
         _reset(collector)
     assert snapshots.seen
     assert {0} == set(snapshots.seen), snapshots.seen
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_counts_add_up_while_a_rejection_is_narrowed(
+    collector: Collector, tmp_path: Path, protocol: str
+) -> None:
+    """A batch holding a record the collector refuses for good is narrowed down by halves;
+    while the request after that rejection stalls, every record sent is acknowledged,
+    spooled, dropped, queued or in flight once. The rejected record was counted
+    ``rejected`` and still in flight until the whole batch was done."""
+    release, got, refused = threading.Event(), threading.Event(), threading.Event()
+    body = status_pb2.Status(code=3, message="poisoned").SerializeToString()
+
+    def http(names: list[str]) -> Any:
+        if any("poison" in n for n in names):
+            if len(names) == 1:  # narrowed down to it: given up once this is answered
+                refused.set()
+            return (400, [], body)
+        if refused.is_set():
+            got.set()
+            release.wait(60.0)
+        return None
+
+    def grpc_(names: list[str]) -> Any:
+        answer = http(names)
+        return None if answer is None else (grpc.StatusCode.INVALID_ARGUMENT, "poisoned", None)
+
+    collector.http_answer, collector.grpc_answer = http, grpc_
+    sink, _ = _sink(_settings(tmp_path / "spool", collector.endpoint(protocol), protocol, 30.0))
+    try:
+        names = [f"n{i}-{time.monotonic_ns()}" for i in range(8)]
+        for i, name in enumerate(names):
+            sink(None, "error", ev(name if i != 2 else f"poison-{name}"))
+        assert got.wait(30.0)
+        stalled = sink.stats()
+        release.set()
+        sink.force_flush(30.0)
+        after = sink.stats()
+    finally:
+        release.set()
+        sink.shutdown(2.0)
+        _reset(collector)
+    assert (0, 1, 0, {"ERROR": 1}) == (
+        _unaccounted(stalled),
+        sum(stalled["dropped_by_reason"].get("rejected", {}).values()),
+        _unaccounted(after),
+        after["dropped_by_reason"].get("rejected"),
+    )
