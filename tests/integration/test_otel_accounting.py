@@ -202,6 +202,50 @@ def test_long_retry_after_is_honoured(collector: Collector, tmp_path: Path, prot
     assert set(errors) <= set(collector.events())
 
 
+def _http_date(seconds: int) -> str:
+    from email.utils import formatdate
+
+    return formatdate(time.time() + seconds, usegmt=True)
+
+
+_LATER = st.one_of(
+    st.integers(min_value=30, max_value=10**12).map(str),
+    st.floats(min_value=30.0, max_value=1e300).map(repr),
+    st.integers(min_value=60, max_value=86_400).map(_http_date),
+)
+
+
+@settings(max_examples=6)
+@given(status=st.sampled_from([429, 500, 502, 503, 504]), later=_LATER)
+def test_flush_sends_nothing_before_retry_after(
+    collector: Collector, tmp_path_factory: pytest.TempPathFactory, status: int, later: str
+) -> None:
+    """Any retryable status with a Retry-After past the flush's deadline (seconds, a float,
+    an HTTP-date): the next flush sends nothing and returns False, the records stay
+    spooled (WARNING+) or counted. A flush skipped every backoff and asked at once."""
+    spool = tmp_path_factory.mktemp("later") / "spool"
+    requests: list[int] = []
+
+    def answer(names: list[str]) -> Any:
+        requests.append(len(names))
+        return (status, [("Retry-After", later)], b"")
+
+    collector.http_answer = answer
+    sink, _ = _sink(_settings(spool, collector.endpoint("http/protobuf"), "http/protobuf"))
+    try:
+        _log(sink, f"l{time.monotonic_ns()}", n=1)
+        assert not sink.force_flush(3.0)
+        first = len(requests)
+        _log(sink, f"m{time.monotonic_ns()}", n=1)
+        flushed = sink.force_flush(2.0)
+        stats = sink.stats()
+    finally:
+        sink.shutdown(2.0)
+        _reset(collector)
+    assert (False, first, 0) == (flushed, len(requests), _unaccounted(stats))
+    assert first >= 1
+
+
 # -- 4. each kind of failure reaches the operator -------------------------------------------
 
 
