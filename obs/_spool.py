@@ -39,6 +39,7 @@ from __future__ import annotations
 
 __all__ = [
     "VERSION",
+    "PartialAppend",
     "ReplayResult",
     "Spool",
     "SpoolRefused",
@@ -81,6 +82,16 @@ def _torn(fd: int) -> bool:
 
 class SpoolRefused(PermissionError):
     """The spool directory or one of its files is unsafe (symlink, foreign owner, loose mode)."""
+
+
+class PartialAppend(OSError):
+    """A spool write failed part way (disk full, a file size limit): the first ``lines``
+    lines were written whole (they are replayed: spooled, not lost), the rest not, or torn
+    (a torn line is replayed as corrupt, alone)."""
+
+    def __init__(self, exc: OSError, lines: int) -> None:
+        super().__init__(exc.errno, exc.strerror)
+        self.lines = lines
 
 
 class _SetAside(OSError):
@@ -269,11 +280,18 @@ class Spool:
                 room -= len(line)
             if chunk:
                 data = b"".join(chunk)
-                if used and _torn(fd):  # a writer died mid-line: end that line first, so
-                    data = b"\n" + data  # it alone is corrupt, not the next record too
-                while data:
-                    written = os.write(fd, data)
-                    data = data[written:]
+                lead = 1 if used and _torn(fd) else 0  # a writer died mid-line: end that
+                data = b"\n" * lead + data  # line first, so it alone is corrupt, not the next
+                done = 0
+                try:
+                    while done < len(data):
+                        done += os.write(fd, data[done:])
+                except OSError as exc:  # how many lines went whole: those are spooled
+                    whole, end = 0, lead
+                    for line in chunk:
+                        end += len(line)
+                        whole += end <= done
+                    raise PartialAppend(exc, whole) from exc
             return len(chunk)
 
     @contextlib.contextmanager

@@ -204,7 +204,7 @@ class Disposer:
                 n = self._spool.append(batch, reserved=reserved)
             except Exception as exc:  # unwritable directory, disk full, ...
                 self._acct.note("otel_spool", exc)
-                why = "spool_error"
+                why, n = "spool_error", getattr(exc, "lines", 0)  # written whole: spooled
             written += n
             (quiet if reserved else dropped).extend((why, cls) for cls in batch_classes[n:])
         self._count(written, dropped, quiet, release)

@@ -6,6 +6,9 @@ the operator.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -412,3 +415,59 @@ def test_counts_add_up_while_a_rejection_is_narrowed(
         _unaccounted(after),
         after["dropped_by_reason"].get("rejected"),
     )
+
+
+# -- 7. a spool write that fails part way -----------------------------------------------
+
+_FULL_CHILD = r"""
+import json, logging, resource, signal, socket, sys
+sys.path.insert(0, sys.argv[2])
+from test_otel_rejections import Reports, ev
+from obs.otel import ExportSink
+from obs.rank import RankResolver
+from obs.settings import Settings
+
+spool = sys.argv[1]
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+settings = Settings(logs_exporter="otlp", otlp_endpoint=dead, otlp_timeout=0.5,
+                    spool_dir=spool, blrp_schedule_delay_ms=20.0, shutdown_timeout=3.0)
+sink = ExportSink(settings, RankResolver(env={}, host="h"), Reports())
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]), resource.RLIM_INFINITY))
+for i in range(40):
+    sink(None, "error", ev(f"full{i}", payload="x" * 200))
+sink.shutdown(3.0)
+print(json.dumps(sink.stats()))
+"""
+
+
+@settings(max_examples=4)
+@given(limit=st.integers(min_value=600, max_value=6000))
+def test_spool_write_failing_part_way_counts_what_was_written(
+    tmp_path_factory: pytest.TempPathFactory, limit: int
+) -> None:
+    """The spool file reaches its size limit (a full disk, RLIMIT_FSIZE) part way through a
+    batch: the records written whole count ``spooled`` (they are replayed), only the rest
+    ``spool_error``. Every record of the batch was counted lost although most of it was in
+    the spool, replayed and delivered later."""
+    spool = tmp_path_factory.mktemp("full") / "spool"
+    here = str(Path(__file__).resolve().parent)
+    child = subprocess.run(
+        [sys.executable, "-c", _FULL_CHILD, str(spool), here, str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    stats = json.loads(child.stdout.splitlines()[-1])
+    whole = [  # lines ended by their newline (a replay reads no other)
+        line
+        for path in spool.glob("spool*.jsonl")
+        for line in path.read_bytes().split(b"\n")[:-1]
+        if line.startswith(b"{") and line.endswith(b"}")
+    ]
+    lost = stats["dropped_by_reason"].get("spool_error", {}).get("ERROR", 0)
+    assert (len(whole), 40) == (stats["spooled"], stats["spooled"] + lost)
