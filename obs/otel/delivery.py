@@ -38,7 +38,15 @@ def failure_text(target: str, directory: str, answer: str) -> str:
 class Delivery:
     """Sends records (class, record) for one sink; counts and notes rejections."""
 
-    __slots__ = ("_acct", "_lock", "_transport", "counted", "last_failure", "retry_after")
+    __slots__ = (
+        "_acct",
+        "_lock",
+        "_transport",
+        "counted",
+        "handled",
+        "last_failure",
+        "retry_after",
+    )
 
     def __init__(
         self,
@@ -53,9 +61,11 @@ class Delivery:
         self.last_failure = ""
         #: How long the collector asked to wait after the last failed request (0: nothing).
         self.retry_after = 0.0
-        #: Records of the batch in flight already counted lost (rejected, unencodable): no
-        #: longer in flight (the worker resets it as it takes or settles a batch).
-        self.counted = 0
+        #: Records of the batch in flight already counted lost (rejected): no longer in
+        #: flight; and how many from its first are handled (taken by the collector or
+        #: given up): shutdown spools only the rest of a batch it takes over. The worker
+        #: resets both as it takes or settles a batch.
+        self.counted = self.handled = 0
 
     def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
@@ -95,6 +105,7 @@ class Delivery:
                 delivered += len(part) - min(outcome.rejected, len(part))
                 if outcome.rejected:
                     self._reject(part, min(outcome.rejected, len(part)), outcome.message, replay)
+                self._handled(len(part), replay)
                 continue
             if not (outcome.too_large or outcome.permanent):
                 self.last_failure, self.retry_after = outcome.message, outcome.retry_after
@@ -105,7 +116,13 @@ class Delivery:
                 parts.append(part[:mid])
                 continue
             self._reject(part, 1, outcome.message or "rejected by the collector", replay)
+            self._handled(1, replay)
         return delivered, []
+
+    def _handled(self, n: int, replay: bool) -> None:
+        if not replay:
+            with self._lock:
+                self.handled += n
 
     def replay(
         self, docs: list[dict[str, Any]], builder: RecordBuilder, timeout: float

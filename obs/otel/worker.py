@@ -415,7 +415,7 @@ class ExportWorker:
 
     def _take_locked(self, timeout: float) -> Action:
         batch, _ = self._queue.take(self._batch_size)
-        self._inflight, self._delivery.counted = batch, 0
+        self._inflight, self._delivery.counted, self._delivery.handled = batch, 0, 0
         return "export", batch, timeout
 
     def _flush_pending_locked(self) -> bool:
@@ -435,7 +435,8 @@ class ExportWorker:
                 self._acct.note("otel_encode", exc)
                 with self._lock:
                     self._acct.counters.drop("encode_error", cls)
-                    self._delivery.counted += 1
+        with self._lock:  # in flight: what was built (what shutdown would take over)
+            self._inflight = self._inflight if self._abandoned else list(records)
         delivered, undelivered = self._delivery.deliver(records, timeout)
         records = undelivered
         now = time.monotonic()
@@ -444,7 +445,7 @@ class ExportWorker:
                 return  # shutdown gave up on us and disposed of this batch itself
             was_down, gone = self._down, self._give_up  # gone: shutdown interrupted it
             self._acct.counters.exported += delivered
-            self._delivery.counted = 0  # (those it counted lost leave _inflight below)
+            self._delivery.counted = self._delivery.handled = 0  # (_inflight settles below)
             if not undelivered:
                 self._inflight = None
                 self._pace.ok()
@@ -659,8 +660,10 @@ class ExportWorker:
                     if self._disposing:  # the thread is spooling them: may still finish
                         for cls, _ in held:  # (then they are counted twice, never lost)
                             self._acct.counters.drop("shutdown_in_flight", cls)
-                    else:  # stuck in the network: ours to spool
-                        leftovers.extend(held)
+                    else:  # stuck in the network: ours to spool, past what it delivered
+                        done = self._delivery.handled
+                        self._acct.counters.exported += done - self._delivery.counted
+                        leftovers.extend(held[done:])
                     leftovers.extend(self._queue.drain())
                 self._dispose_until(leftovers, "shutdown", deadline)
                 return True

@@ -6,6 +6,7 @@ the operator.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -471,3 +472,53 @@ def test_spool_write_failing_part_way_counts_what_was_written(
     ]
     lost = stats["dropped_by_reason"].get("spool_error", {}).get("ERROR", 0)
     assert (len(whole), 40) == (stats["spooled"], stats["spooled"] + lost)
+
+
+# -- 8. shutdown takes over a batch the collector took part of --------------------------
+
+
+def test_shutdown_spools_only_what_a_stuck_batch_did_not_deliver(
+    collector: Collector, tmp_path: Path
+) -> None:
+    """A batch split in halves (HTTP 413) whose first half the collector stores and whose
+    second half's request never ends: shutdown takes the batch over and spools only the
+    second half; the first counts exported. The whole batch was spooled (the first half
+    sent again by the next process: stored twice) and none of it counted exported."""
+    release = threading.Event()
+    stored: list[list[str]] = []
+
+    def answer(names: list[str]) -> Any:
+        if len(names) > 4:
+            return (413, [], b"too large")
+        if stored:
+            release.wait(60.0)  # the second half: no answer before shutdown gives up
+            return (503, [], b"")
+        stored.append(names)
+        return None
+
+    collector.http_answer = answer
+    base = _settings(tmp_path / "spool", collector.endpoint("http/protobuf"), "http/protobuf", 30.0)
+    settings_ = dataclasses.replace(
+        base, blrp_schedule_delay_ms=5000.0, blrp_max_export_batch_size=8
+    )
+    sink, _ = _sink(settings_)
+    names = [f"half{i}-{time.monotonic_ns()}" for i in range(8)]
+    try:
+        for name in names:
+            sink(None, "error", ev(name))
+        end = time.monotonic() + 30.0
+        while not stored and time.monotonic() < end:
+            time.sleep(0.01)
+        assert not sink.shutdown(2.0)
+        stats = sink.stats()
+    finally:
+        release.set()
+        _reset(collector)
+    spooled = [
+        json.loads(line)["name"]
+        for path in (tmp_path / "spool").glob("spool*.jsonl")
+        for line in path.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert (names[:4], names[4:]) == (stored[0], sorted(spooled, key=names.index))
+    assert (4, 4, 0) == (stats["exported"], stats["spooled"], _unaccounted(stats))
