@@ -261,23 +261,24 @@ def test_each_kind_of_failure_is_reported(
     then refusing the token: each distinct failure is reported once as
     ``obs_internal_error`` naming its answer; repeats of one are not. Only the first failed
     export of the sink's life was ever reported, and the first rejection."""
-    sink, reports = _sink(_settings(tmp_path / "spool", collector.endpoint(protocol), protocol))
+    endpoint = collector.endpoint(protocol)
+    sink, reports = _sink(_settings(tmp_path / "spool", endpoint, protocol, timeout=5.0))
     try:
         _refuse(collector, protocol, permanent=False, delay=None)
         for _ in range(3):
             _log(sink, f"u{time.monotonic_ns()}", n=1)
-            sink.force_flush(1.0)
+            sink.force_flush(2.0)
         _reset(collector)
         assert sink.force_flush(20.0)
         _refuse(collector, protocol, permanent=True, delay=None)
         for _ in range(2):
             _log(sink, f"x{time.monotonic_ns()}", n=1)
-            sink.force_flush(3.0)
+            sink.force_flush(5.0)
         collector.http_answer = lambda names: (401, [], b"who are you")
         collector.grpc_answer = lambda names: (grpc.StatusCode.UNAUTHENTICATED, "who?", None)
         for _ in range(3):
             _log(sink, f"w{time.monotonic_ns()}", n=1)
-            sink.force_flush(1.0)
+            sink.force_flush(2.0)
     finally:
         sink.shutdown(2.0)
         _reset(collector)
