@@ -1,11 +1,14 @@
-"""``python -m obs receive``: a local OTLP receiver that prints one line per record."""
+"""``python -m obs receive``: a local OTLP receiver that prints one line per record.
+
+What it prints and saves is scrubbed as obs' own lines are (:mod:`obs._cli_text`): a
+sender's record may carry a credential in its body, attributes, resource or event name.
+"""
 
 from __future__ import annotations
 
 __all__ = ["cli_main"]
 
 import argparse
-import base64
 import contextlib
 import datetime as _dt
 import json
@@ -16,6 +19,7 @@ import threading
 from collections import Counter
 from typing import IO, Any
 
+from obs._cli_text import ScrubbingParser, one_line, scrub_tree, shown
 from obs._otlp_decode import Record, event_of
 from obs._receiver import OTLPReceiver
 
@@ -54,18 +58,13 @@ def _summary_line(record: Record) -> str:
     pairs = " ".join(f"{k}={_short(v)}" for k, v in attrs.items() if k not in _SHOWN)
     if pairs:
         parts.append(pairs)
-    return _one_line("  ".join(parts).rstrip())
+    return one_line("  ".join(parts).rstrip())
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=_json_default)
+    # bytes (base64 text now) are quoted as JSON writes them, as lists and dicts are
+    text = value if type(value) is str else json.dumps(value, default=repr)
     return text if len(text) <= 120 else text[:120] + "..."
-
-
-def _one_line(text: str) -> str:
-    return "".join(
-        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
-    )
 
 
 def _busy_port(args: argparse.Namespace) -> int:
@@ -85,15 +84,8 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc).split(":")[-1].strip() or type(exc).__name__
 
 
-def _json_default(value: Any) -> Any:
-    """JSON for what json cannot write: bytes as base64 text, the rest as repr."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return repr(value)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ScrubbingParser(
         prog="python -m obs receive",
         description="Receive OTLP logs (gRPC and HTTP) on this machine and print one line "
         "per record (or save them). Stop with Ctrl-C (SIGINT) or SIGTERM; a summary follows.",
@@ -133,7 +125,8 @@ def cli_main(argv: list[str] | None = None) -> int:
             signal.signal(sig, handler)
         which = _busy_port(args)
         sys.stderr.write(
-            f"python -m obs receive: cannot listen on {args.host}:{which} ({_reason(exc)}): "
+            f"python -m obs receive: cannot listen on {shown(args.host)}:{which} "
+            f"({shown(_reason(exc))}): "
             "another receiver or collector may be running; pick another port "
             "(--port / --grpc-port, 0 = any free one)\n"
         )
@@ -155,7 +148,7 @@ def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Eve
         where.append(f"grpc {receiver.grpc_endpoint}")
     if not args.grpc_only:
         where.append(f"http {receiver.http_logs_url}")
-    print(f"OTLP receiver listening: {' '.join(where)} (Ctrl-C to stop)", flush=True)
+    print(f"OTLP receiver listening: {shown(' '.join(where))} (Ctrl-C to stop)", flush=True)
     seen = 0
     with contextlib.ExitStack() as stack:
         out: IO[str] | None = (
@@ -165,9 +158,10 @@ def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Eve
             done = stop.is_set()  # read first: one more drain after the signal
             new = receiver._records_since(seen, 0.0 if done else 0.2)
             seen += len(new)
-            for record in new:
+            for received in new:
+                record = scrub_tree(received)  # bytes as base64, every text scrubbed
                 if out is not None:
-                    out.write(json.dumps(record, default=_json_default) + "\n")
+                    out.write(json.dumps(record, default=repr) + "\n")
                 if not args.quiet:
                     print(_summary_line(record), flush=True)
             if out is not None and new:
@@ -177,7 +171,7 @@ def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Eve
 
 
 def _print_totals(receiver: OTLPReceiver) -> None:
-    counts = Counter(event_of(r) or "<no event>" for r in receiver.records)
+    counts = Counter(shown(event_of(r)) or "<no event>" for r in receiver.records)
     requests = receiver.requests
     print(
         f"received {sum(counts.values())} records in {sum(requests.values())} requests "
