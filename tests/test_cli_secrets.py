@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -160,3 +161,84 @@ def test_scrub_tree_leaves_no_secret_and_stays_json(tree: Any) -> None:
 
     if SECRET not in json.dumps(tree):
         assert shape(out) == shape(tree)
+
+
+def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, timeout=300, check=False,
+        env=env or ENV, cwd=ROOT,
+    )  # fmt: skip
+
+
+class TestProbe:
+    @pytest.mark.parametrize(
+        ("shape", "as_json"), [("token={}", True), ("password={}", False), ("https:/u:{}@h", True)]
+    )
+    def test_log_dir_is_not_echoed_with_its_secret(
+        self, tmp_path: Path, shape: str, as_json: bool
+    ) -> None:
+        """A --log-dir holding a credential: the run works (its logs are there), and
+        neither the JSON document nor the text report nor stderr quotes the credential;
+        the JSON is still one parseable document."""
+        log_dir = tmp_path / shape.format(SECRET) / "run"
+        proc = _run("-m", "comm", "probe", "--world-size", "1", "--embedded-receiver",
+                    "--log-dir", str(log_dir), *(["--json"] if as_json else []))  # fmt: skip
+        assert proc.returncode in (0, 3), proc.stderr
+        assert (log_dir / "rank-0.log").exists()
+        assert SECRET not in proc.stdout
+        assert SECRET not in proc.stderr
+        if as_json:
+            doc = json.loads(proc.stdout)
+            assert doc["exit_code"] == proc.returncode
+            assert "[REDACTED]" in doc["spec"]["log_dir"]
+        else:
+            assert "rank logs: " in proc.stdout
+
+
+#: Usage errors: argparse (and the tools' own checks) quote the refused value.
+USAGE = [
+    ("-m", "obs", "receive", "--port", f"token={SECRET}"),
+    ("-m", "obs", "receive", "--hf-token", SECRET),
+    ("-m", "obs", "spool", "list", "--timeout", f"password={SECRET}"),
+    ("-m", "obs", "spool", f"api_key={SECRET}"),
+    ("-m", "obs", "schema", "--format", f"token={SECRET}"),
+    ("-m", "obs", f"token={SECRET}"),
+    ("-m", "comm", f"token={SECRET}"),
+    ("-m", "comm", "probe", "--world-size", "1", "--dtype", f"token={SECRET}"),
+    ("-m", "comm", "probe", "--world-size", "1", "--api-key", SECRET),
+    ("-m", "comm", "probe", "--world-size", "1", "--otlp-endpoint", f"https://u:{SECRET}@h:x"),
+]
+
+
+@pytest.mark.parametrize("argv", USAGE, ids=lambda a: " ".join(a[1:3]))
+def test_usage_errors_quote_no_secret(argv: tuple[str, ...]) -> None:
+    """A refused argument: exit 2 and a usage error that does not quote the credential."""
+    proc = _run(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert "usage" in proc.stderr.lower() or "not valid" in proc.stderr, proc.stderr
+    assert SECRET not in proc.stderr + proc.stdout
+
+
+def test_probe_log_dir_refused_quotes_no_secret(tmp_path: Path) -> None:
+    """A --log-dir under a file (refused before any rank starts) and a backend variable
+    with a credential: the usage error names no secret."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = _run("-m", "comm", "probe", "--world-size", "1",
+                "--log-dir", str(blocker / f"token={SECRET}"))  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--log-dir" in proc.stderr
+    env = {**ENV, "COMM_FI_AR_BACKEND": f"password={SECRET}"}
+    proc2 = _run("-m", "comm", "probe", "--world-size", "1", env=env)
+    assert proc2.returncode == 2, proc2.stderr
+    assert SECRET not in proc.stderr + proc2.stderr
+
+
+def test_spool_names_its_directory_without_the_secret(tmp_path: Path) -> None:
+    """``spool list`` and ``purge`` print the directory they read: scrubbed."""
+    directory = tmp_path / f"token={SECRET}"
+    for action in ("list", "purge"):
+        proc = _run("-m", "obs", "spool", action, "--dir", str(directory))
+        assert proc.returncode == 0, proc.stderr
+        assert "token=[REDACTED]" in proc.stdout
+        assert SECRET not in proc.stdout + proc.stderr
