@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         from comm.probe import main as probe_main  # noqa: PLC0415 - keep `import comm` light
 
         return probe_main(args[1:])
-    from obs._cli_text import shown  # noqa: PLC0415 - an error's path only
+    from obs.cli_text import shown  # noqa: PLC0415 - an error's path only
 
     sys.stderr.write(f"unknown command {shown(repr(args[0]))}\n{_USAGE}")
     return 2

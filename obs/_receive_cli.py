@@ -1,6 +1,6 @@
 """``python -m obs receive``: a local OTLP receiver that prints one line per record.
 
-What it prints and saves is scrubbed as obs' own lines are (:mod:`obs._cli_text`): a
+What it prints and saves is scrubbed as obs' own lines are (:mod:`obs.cli_text`): a
 sender's record may carry a credential in its body, attributes, resource or event name.
 """
 
@@ -19,9 +19,9 @@ import threading
 from collections import Counter
 from typing import IO, Any
 
-from obs._cli_text import ScrubbingParser, one_line, scrub_tree, shown
 from obs._otlp_decode import Record, event_of
 from obs._receiver import OTLPReceiver
+from obs.cli_text import ScrubbingParser, one_line, scrub_tree, shown
 
 #: Attributes the summary line shows in columns of their own (not again as key=value).
 _SHOWN = frozenset(

@@ -111,7 +111,7 @@ def cli_schema(argv: list[str] | None = None) -> int:
     """``python -m obs schema [--format markdown|json]``: print the registry to stdout."""
     import json  # noqa: PLC0415 - CLI only
 
-    from obs._cli_text import ScrubbingParser  # noqa: PLC0415
+    from obs.cli_text import ScrubbingParser  # noqa: PLC0415
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["schema"]:

@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from obs._cli_text import ScrubbingParser, shown
 from obs._spool import Spool
+from obs.cli_text import ScrubbingParser, shown
 from obs.errors import ConfigError
 
 

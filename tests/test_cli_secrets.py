@@ -26,7 +26,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from obs._cli_text import scrub_tree
+from obs.cli_text import scrub_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "hunter2-S3CRET"

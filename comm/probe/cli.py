@@ -43,7 +43,7 @@ from comm.probe.spec import (
     ProbeSpec,
     SetupError,
 )
-from obs._cli_text import ScrubbingParser, scrub_tree, shown
+from obs.cli_text import ScrubbingParser, scrub_tree, shown
 from obs.encode import scrub_text, scrubbed_text
 
 

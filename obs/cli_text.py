@@ -5,7 +5,8 @@ A tool echoes what it was given or received: a path or URL argument (``--log-dir
 attributes and resource. Any of them may hold a credential, and a line break in one would
 split a line a script reads. :func:`shown` is the one-line text of any value,
 :func:`scrub_tree` a JSON document's values and keys (secret-named fields redacted), and
-:class:`ScrubbingParser` an ``argparse`` parser whose errors quote no secret.
+:class:`ScrubbingParser` an ``argparse`` parser whose errors quote no secret. Public:
+comm's ``python -m comm probe`` prints through it too.
 """
 
 from __future__ import annotations
