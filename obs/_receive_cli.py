@@ -105,6 +105,22 @@ def _parser() -> argparse.ArgumentParser:
 def cli_main(argv: list[str] | None = None) -> int:
     """`python -m obs receive`: run a receiver until SIGINT/SIGTERM, printing each record."""
     args = _parser().parse_args(argv)
+    try:  # before anything listens: a path that cannot be opened is one line, exit 1
+        out = open(args.out, "a", encoding="utf-8") if args.out else None  # noqa: SIM115
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        why = _reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        sys.stderr.write(f"python -m obs receive: cannot open --out {shown(args.out)}: {why}\n")
+        return 1
+    try:
+        return _run(args, out)
+    finally:
+        if out is not None:
+            with contextlib.suppress(OSError, ValueError):  # its last flush failed: said
+                out.close()
+
+
+def _run(args: argparse.Namespace, out: IO[str] | None) -> int:
+    """Listen, serve until SIGINT/SIGTERM, print the totals; 1 when it cannot listen."""
     stop = threading.Event()
     previous: dict[int, Any] = {}
 
@@ -132,7 +148,7 @@ def cli_main(argv: list[str] | None = None) -> int:
         )
         return 1
     try:
-        _serve(receiver, args, stop)
+        _serve(receiver, args, stop, out)
     finally:
         receiver.stop()
         for sig, handler in previous.items():
@@ -141,8 +157,12 @@ def cli_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Event) -> None:
-    """Print (and save) what arrives until ``stop`` is set, then drain once more."""
+def _serve(
+    receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Event, out: IO[str] | None
+) -> None:
+    """Print (and save to ``out``) what arrives until ``stop`` is set, then drain once more;
+    a write to ``out`` that fails (a full disk) is said once, and the records are still
+    printed."""
     where = []
     if not args.http_only:
         where.append(f"grpc {receiver.grpc_endpoint}")
@@ -150,24 +170,33 @@ def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Eve
         where.append(f"http {receiver.http_logs_url}")
     print(f"OTLP receiver listening: {shown(' '.join(where))} (Ctrl-C to stop)", flush=True)
     seen = 0
-    with contextlib.ExitStack() as stack:
-        out: IO[str] | None = (
-            stack.enter_context(open(args.out, "a", encoding="utf-8")) if args.out else None
-        )
-        while True:
-            done = stop.is_set()  # read first: one more drain after the signal
-            new = receiver._records_since(seen, 0.0 if done else 0.2)
-            seen += len(new)
-            for received in new:
-                record = scrub_tree(received)  # bytes as base64, every text scrubbed
-                if out is not None:
-                    out.write(json.dumps(record, default=repr) + "\n")
-                if not args.quiet:
-                    print(_summary_line(record), flush=True)
-            if out is not None and new:
-                out.flush()
-            if done:
-                return
+    while True:
+        done = stop.is_set()  # read first: one more drain after the signal
+        new = receiver._records_since(seen, 0.0 if done else 0.2)
+        seen += len(new)
+        for received in new:
+            record = scrub_tree(received)  # bytes as base64, every text scrubbed
+            out = _save(out, record, args.out)
+            if not args.quiet:
+                print(_summary_line(record), flush=True)
+        if done:
+            return
+
+
+def _save(out: IO[str] | None, record: Record, path: str) -> IO[str] | None:
+    """Append ``record`` to ``out``; the file to write to next (None once a write failed,
+    said on stderr in one scrubbed line)."""
+    if out is None:
+        return None
+    try:
+        out.write(json.dumps(record, default=repr) + "\n")
+        out.flush()
+    except (OSError, ValueError) as exc:
+        why = _reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        sys.stderr.write(f"python -m obs receive: cannot write --out {shown(path)} ({why}): "
+                         "records are printed only from now on\n")  # fmt: skip
+        return None
+    return out
 
 
 def _print_totals(receiver: OTLPReceiver) -> None:

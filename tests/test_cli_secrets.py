@@ -242,3 +242,16 @@ def test_spool_names_its_directory_without_the_secret(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         assert "token=[REDACTED]" in proc.stdout
         assert SECRET not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("where", ["missing/token={}/x.jsonl", "file/password={}"])
+def test_receive_out_that_cannot_be_opened(tmp_path: Path, where: str) -> None:
+    """An --out that cannot be opened: one scrubbed line and exit 1, not a traceback
+    quoting the path."""
+    (tmp_path / "file").write_text("")
+    out = tmp_path / where.format(SECRET)
+    proc = _run("-m", "obs", "receive", "--http-only", "--port", "0", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("python -m obs receive: cannot open --out "), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert SECRET not in proc.stderr + proc.stdout
