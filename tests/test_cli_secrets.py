@@ -255,3 +255,18 @@ def test_receive_out_that_cannot_be_opened(tmp_path: Path, where: str) -> None:
     assert proc.stderr.startswith("python -m obs receive: cannot open --out "), proc.stderr
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert SECRET not in proc.stderr + proc.stdout
+
+
+def test_receiver_timeout_message_quotes_no_secret() -> None:
+    """``OTLPReceiver.wait_for``'s TimeoutError lists the events seen (it lands in a CI
+    log when a test fails): their names scrubbed."""
+    from obs._receiver import OTLPReceiver
+
+    with OTLPReceiver(grpc=False) as rx:
+        _emit(rx.http_logs_url, body="b", attributes={}, resource={},
+              event_name=f"login token={SECRET}")  # fmt: skip
+        rx.wait_for(1, timeout=30)
+        with pytest.raises(TimeoutError) as info:
+            rx.wait_for(predicate=lambda r: False, timeout=0.1)
+    assert "token=[REDACTED]" in str(info.value)
+    assert SECRET not in str(info.value)
