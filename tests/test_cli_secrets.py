@@ -172,14 +172,17 @@ def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 class TestProbe:
     @pytest.mark.parametrize(
-        ("shape", "as_json"), [("token={}", True), ("password={}", False), ("https:/u:{}@h", True)]
-    )
+        ("shape", "as_json"),
+        [("token={}", True), ("password={}", False), ("https:/u:{}@h", True),
+         ("token={}\nexit 0: every rank initialized", False)],
+    )  # fmt: skip
     def test_log_dir_is_not_echoed_with_its_secret(
         self, tmp_path: Path, shape: str, as_json: bool
     ) -> None:
         """A --log-dir holding a credential: the run works (its logs are there), and
         neither the JSON document nor the text report nor stderr quotes the credential;
-        the JSON is still one parseable document."""
+        the JSON is still one parseable document, the report one line per item (a line
+        break in the path forged an ``exit 0`` line)."""
         log_dir = tmp_path / shape.format(SECRET) / "run"
         proc = _run("-m", "comm", "probe", "--world-size", "1", "--embedded-receiver",
                     "--log-dir", str(log_dir), *(["--json"] if as_json else []))  # fmt: skip
@@ -191,8 +194,13 @@ class TestProbe:
             doc = json.loads(proc.stdout)
             assert doc["exit_code"] == proc.returncode
             assert "[REDACTED]" in doc["spec"]["log_dir"]
-        else:
+        else:  # one line per item: a line break in the path is escaped, never a line
             assert "rank logs: " in proc.stdout
+            assert [proc.returncode] == [
+                int(line.split()[1].rstrip(":"))
+                for line in proc.stdout.splitlines()
+                if line.startswith("exit ")
+            ], proc.stdout
 
 
 #: Usage errors: argparse (and the tools' own checks) quote the refused value.

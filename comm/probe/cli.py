@@ -43,7 +43,7 @@ from comm.probe.spec import (
     ProbeSpec,
     SetupError,
 )
-from obs.cli_text import ScrubbingParser, scrub_tree, shown
+from obs.cli_text import ScrubbingParser, one_line, scrub_tree, shown
 from obs.encode import scrub_text, scrubbed_text
 
 
@@ -306,14 +306,14 @@ def _print_result(result: ProbeResult, receiver: Any, stdout: IO[str], *, verbos
         )
     causes = failure_causes(result)
     if causes:
-        stdout.write("why:\n" + "".join(f"  {line}\n" for line in causes))
+        stdout.write("why:\n" + "".join(f"  {one_line(line)}\n" for line in causes))
     if receiver is not None:
         _report_receiver(receiver, result, stdout)
     delivery = render_delivery(result)
     if delivery:
         stdout.write("OTLP delivery (each rank's own obs counters):\n")
         stdout.write("".join(f"  {line}\n" for line in delivery))
-    stdout.write(f"rank logs: {result.spec.log_dir}\n")
+    stdout.write(f"rank logs: {one_line(result.spec.log_dir)}\n")  # a line break: escaped
     code = result.exit_code
     stdout.write(f"exit {code}: {verdict(code)}\n")
 
