@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _spooled import spooled_doc
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -26,6 +27,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
+from obs._spool import Spool
 from obs.cli_text import scrub_tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,13 +245,21 @@ def test_probe_log_dir_refused_quotes_no_secret(tmp_path: Path) -> None:
 
 
 def test_spool_names_its_directory_without_the_secret(tmp_path: Path) -> None:
-    """``spool list`` and ``purge`` print the directory they read: scrubbed."""
+    """``spool list`` and ``purge`` print the directory they read, and ``list`` each
+    spooled record's service.name (another obs, another version may have written it):
+    scrubbed, one line each."""
     directory = tmp_path / f"token={SECRET}"
+    Spool(str(directory), 1 << 20).append(
+        [spooled_doc(0, f"svc password={SECRET}"), spooled_doc(1, "svc\nforged: 9 records")]
+    )
     for action in ("list", "purge"):
         proc = _run("-m", "obs", "spool", action, "--dir", str(directory))
         assert proc.returncode == 0, proc.stderr
         assert "token=[REDACTED]" in proc.stdout
         assert SECRET not in proc.stdout + proc.stderr
+        if action == "list":
+            assert "svc password=[REDACTED]: 1 records" in proc.stdout
+            assert "  svc\\nforged: 9 records: 1 records" in proc.stdout
 
 
 @pytest.mark.parametrize("where", ["missing/token={}/x.jsonl", "file/password={}"])
