@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import datetime as _dt
 import json
+import os
 import signal
 import socket
 import sys
@@ -113,6 +114,10 @@ def cli_main(argv: list[str] | None = None) -> int:
         return 1
     try:
         return _run(args, out)
+    except BrokenPipeError:  # its reader left (``| head``): stop quietly, as a pipe's writer
+        with contextlib.suppress(OSError):  # and the exit's own flush of stdout may not fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     finally:
         if out is not None:
             with contextlib.suppress(OSError, ValueError):  # its last flush failed: said

@@ -288,3 +288,24 @@ def test_receiver_timeout_message_quotes_no_secret() -> None:
             rx.wait_for(predicate=lambda r: False, timeout=0.1)
     assert "token=[REDACTED]" in str(info.value)
     assert SECRET not in str(info.value)
+
+
+def test_receive_stops_quietly_when_its_reader_leaves(tmp_path: Path) -> None:
+    """``python -m obs receive | head -1``: the reader closes the pipe; the next record
+    ends the receiver with status 0 and no traceback on stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "obs", "receive", "--http-only", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-4]
+        proc.stdout.close()  # as head does after its line
+        _emit(url, body="b", attributes={}, resource={})  # its line meets the closed pipe
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
