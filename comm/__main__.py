@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         from comm.probe import main as probe_main  # noqa: PLC0415 - keep `import comm` light
 
         return probe_main(args[1:])
-    sys.stderr.write(f"unknown command {args[0]!r}\n{_USAGE}")
+    from obs.cli_text import shown  # noqa: PLC0415 - an error's path only
+
+    sys.stderr.write(f"unknown command {shown(repr(args[0]))}\n{_USAGE}")
     return 2
 
 

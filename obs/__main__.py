@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         from obs._spool_cli import cli_spool  # noqa: PLC0415
 
         return cli_spool(rest)
-    sys.stderr.write(f"unknown command {command!r}\n{_USAGE}")
+    from obs.cli_text import shown  # noqa: PLC0415 - an error's path only
+
+    sys.stderr.write(f"unknown command {shown(repr(command))}\n{_USAGE}")
     return 2
 
 

@@ -33,6 +33,25 @@ if TYPE_CHECKING:
     from obs.dedup import Deduper
 
 
+def _report_refused_headers(runtime: Runtime, settings: Settings) -> None:
+    """The OTLP headers left out as invalid (:func:`obs._parsers.headers`), reported once:
+    which ones by position, never their text."""
+    refused = getattr(settings.otlp_headers, "refused", ())
+    if refused:
+        from obs._own_events import ObsInternalError  # noqa: PLC0415 - on first use
+
+        variable = settings.source("otlp_headers")
+        runtime.report(
+            ObsInternalError(
+                where="settings",
+                error_type="ConfigError",
+                error_message=f"left out (not sent), read from {variable} -- {'; '.join(refused)}",
+                variable=variable,
+            ),
+            logging.WARNING,
+        )
+
+
 def _output_error(settings: Settings, exc: BaseException) -> ConfigError:
     """An ``OBS_FILE`` that cannot be opened, as a ConfigError naming the variable."""
     reason = f"a writable file path ({type(exc).__name__}: {getattr(exc, 'strerror', '') or exc})"
@@ -153,6 +172,7 @@ class Holder:
                 self.runtime = runtime
                 self._set_level(runtime.level)
                 self._register_atexit()
+                _report_refused_headers(runtime, settings)
                 for error in errors:
                     runtime.report(
                         ObsInternalError(
@@ -235,6 +255,7 @@ class Holder:
                 remove_bridge(self)
             if getattr(runtime.sink, "mode", None) == "provider":
                 _report_global_provider(runtime, settings)
+            _report_refused_headers(runtime, settings)
             if settings.file_reopen_on_sighup and settings.file:
                 self._install_sighup()
             self._register_atexit()

@@ -12,6 +12,7 @@ __all__ = [
     "SECONDS",
     "choice",
     "file_template",
+    "headers",
     "logger_names",
     "nonempty",
     "number",
@@ -148,6 +149,60 @@ def pairs(name: str, raw: object) -> dict[str, str]:
             raise ConfigError(name, raw, "key=value pairs without line breaks")
         out[key] = value
     return out
+
+
+#: A header name both an HTTP request (an RFC 9110 token) and gRPC metadata (lower case
+#: ``[0-9a-z_.-]``, obs lower-cases it) can carry.
+_HEADER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+#: A header value both can carry: visible ASCII and inner blanks (gRPC refuses any other
+#: character in a text value, http.client anything outside Latin-1, both a line break).
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?")
+
+
+def _header_items(name: str, raw: object) -> dict[str, str]:
+    """:func:`pairs` without its refusal of line breaks: a header holding one is left out
+    by :func:`headers` (as the SDK leaves it out), the others still sent."""
+    if not isinstance(raw, str) or not any(c in raw for c in "%\r\n\x00"):
+        return pairs(name, raw)
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(name, raw, "comma-separated key=value pairs")
+        out[unquote(key.strip())] = unquote(value.strip())
+    return out
+
+
+class Headers(dict[str, str]):
+    """The OTLP headers obs sends; :attr:`refused` says why each header left out was (by
+    its position: never its name or value, which may be a credential pasted in the wrong
+    place; the SDK's own parser quotes the whole item)."""
+
+    refused: tuple[str, ...] = ()
+
+
+def headers(name: str, raw: object) -> Headers:
+    """The OTLP headers: :func:`pairs` (a malformed list is refused whole), then each
+    header whose name is not a header name (letters, digits, ``-``, ``_``, ``.``; not
+    ``grpc-*``, gRPC's own) or whose value is not visible ASCII (inner blanks allowed; a
+    line break or a NUL, percent-encoded too, is not) left out, as the OTel SDK leaves
+    out an invalid header, and named in ``refused``: such a name (a blank, a ``:``)
+    failed every gRPC export (``Illegal header key``) and every HTTP one, which requests
+    refused, while the valid headers stay."""
+    parsed = _header_items(name, raw)
+    kept = Headers()
+    refused = []
+    for n, (key, value) in enumerate(parsed.items(), 1):
+        if not _HEADER_NAME.fullmatch(key) or key.lower().startswith("grpc-"):
+            refused.append(f"header {n} of {len(parsed)}: its name is not a header name")
+        elif not _HEADER_VALUE.fullmatch(value):
+            refused.append(f"header {n} of {len(parsed)}: its value is not visible ASCII")
+        else:
+            kept[key] = value
+    kept.refused = tuple(refused)
+    return kept
 
 
 def logger_names(name: str, raw: object) -> tuple[str, ...]:

@@ -1,14 +1,18 @@
-"""``python -m obs receive``: a local OTLP receiver that prints one line per record."""
+"""``python -m obs receive``: a local OTLP receiver that prints one line per record.
+
+What it prints and saves is scrubbed as obs' own lines are (:mod:`obs.cli_text`): a
+sender's record may carry a credential in its body, attributes, resource or event name.
+"""
 
 from __future__ import annotations
 
 __all__ = ["cli_main"]
 
 import argparse
-import base64
 import contextlib
 import datetime as _dt
 import json
+import os
 import signal
 import socket
 import sys
@@ -18,6 +22,7 @@ from typing import IO, Any
 
 from obs._otlp_decode import Record, event_of
 from obs._receiver import OTLPReceiver
+from obs.cli_text import ScrubbingParser, one_line, scrub_tree, shown
 
 #: Attributes the summary line shows in columns of their own (not again as key=value).
 _SHOWN = frozenset(
@@ -54,18 +59,13 @@ def _summary_line(record: Record) -> str:
     pairs = " ".join(f"{k}={_short(v)}" for k, v in attrs.items() if k not in _SHOWN)
     if pairs:
         parts.append(pairs)
-    return _one_line("  ".join(parts).rstrip())
+    return one_line("  ".join(parts).rstrip())
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=_json_default)
+    # bytes (base64 text now) are quoted as JSON writes them, as lists and dicts are
+    text = value if type(value) is str else json.dumps(value, default=repr)
     return text if len(text) <= 120 else text[:120] + "..."
-
-
-def _one_line(text: str) -> str:
-    return "".join(
-        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
-    )
 
 
 def _busy_port(args: argparse.Namespace) -> int:
@@ -85,15 +85,8 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc).split(":")[-1].strip() or type(exc).__name__
 
 
-def _json_default(value: Any) -> Any:
-    """JSON for what json cannot write: bytes as base64 text, the rest as repr."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return repr(value)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ScrubbingParser(
         prog="python -m obs receive",
         description="Receive OTLP logs (gRPC and HTTP) on this machine and print one line "
         "per record (or save them). Stop with Ctrl-C (SIGINT) or SIGTERM; a summary follows.",
@@ -113,6 +106,26 @@ def _parser() -> argparse.ArgumentParser:
 def cli_main(argv: list[str] | None = None) -> int:
     """`python -m obs receive`: run a receiver until SIGINT/SIGTERM, printing each record."""
     args = _parser().parse_args(argv)
+    try:  # before anything listens: a path that cannot be opened is one line, exit 1
+        out = open(args.out, "a", encoding="utf-8") if args.out else None  # noqa: SIM115
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        why = _reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        sys.stderr.write(f"python -m obs receive: cannot open --out {shown(args.out)}: {why}\n")
+        return 1
+    try:
+        return _run(args, out)
+    except BrokenPipeError:  # its reader left (``| head``): stop quietly, as a pipe's writer
+        with contextlib.suppress(OSError):  # and the exit's own flush of stdout may not fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        if out is not None:
+            with contextlib.suppress(OSError, ValueError):  # its last flush failed: said
+                out.close()
+
+
+def _run(args: argparse.Namespace, out: IO[str] | None) -> int:
+    """Listen, serve until SIGINT/SIGTERM, print the totals; 1 when it cannot listen."""
     stop = threading.Event()
     previous: dict[int, Any] = {}
 
@@ -133,13 +146,14 @@ def cli_main(argv: list[str] | None = None) -> int:
             signal.signal(sig, handler)
         which = _busy_port(args)
         sys.stderr.write(
-            f"python -m obs receive: cannot listen on {args.host}:{which} ({_reason(exc)}): "
+            f"python -m obs receive: cannot listen on {shown(args.host)}:{which} "
+            f"({shown(_reason(exc))}): "
             "another receiver or collector may be running; pick another port "
             "(--port / --grpc-port, 0 = any free one)\n"
         )
         return 1
     try:
-        _serve(receiver, args, stop)
+        _serve(receiver, args, stop, out)
     finally:
         receiver.stop()
         for sig, handler in previous.items():
@@ -148,36 +162,50 @@ def cli_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _serve(receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Event) -> None:
-    """Print (and save) what arrives until ``stop`` is set, then drain once more."""
+def _serve(
+    receiver: OTLPReceiver, args: argparse.Namespace, stop: threading.Event, out: IO[str] | None
+) -> None:
+    """Print (and save to ``out``) what arrives until ``stop`` is set, then drain once more;
+    a write to ``out`` that fails (a full disk) is said once, and the records are still
+    printed."""
     where = []
     if not args.http_only:
         where.append(f"grpc {receiver.grpc_endpoint}")
     if not args.grpc_only:
         where.append(f"http {receiver.http_logs_url}")
-    print(f"OTLP receiver listening: {' '.join(where)} (Ctrl-C to stop)", flush=True)
+    print(f"OTLP receiver listening: {shown(' '.join(where))} (Ctrl-C to stop)", flush=True)
     seen = 0
-    with contextlib.ExitStack() as stack:
-        out: IO[str] | None = (
-            stack.enter_context(open(args.out, "a", encoding="utf-8")) if args.out else None
-        )
-        while True:
-            done = stop.is_set()  # read first: one more drain after the signal
-            new = receiver._records_since(seen, 0.0 if done else 0.2)
-            seen += len(new)
-            for record in new:
-                if out is not None:
-                    out.write(json.dumps(record, default=_json_default) + "\n")
-                if not args.quiet:
-                    print(_summary_line(record), flush=True)
-            if out is not None and new:
-                out.flush()
-            if done:
-                return
+    while True:
+        done = stop.is_set()  # read first: one more drain after the signal
+        new = receiver._records_since(seen, 0.0 if done else 0.2)
+        seen += len(new)
+        for received in new:
+            record = scrub_tree(received)  # bytes as base64, every text scrubbed
+            out = _save(out, record, args.out)
+            if not args.quiet:
+                print(_summary_line(record), flush=True)
+        if done:
+            return
+
+
+def _save(out: IO[str] | None, record: Record, path: str) -> IO[str] | None:
+    """Append ``record`` to ``out``; the file to write to next (None once a write failed,
+    said on stderr in one scrubbed line)."""
+    if out is None:
+        return None
+    try:
+        out.write(json.dumps(record, default=repr) + "\n")
+        out.flush()
+    except (OSError, ValueError) as exc:
+        why = _reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        sys.stderr.write(f"python -m obs receive: cannot write --out {shown(path)} ({why}): "
+                         "records are printed only from now on\n")  # fmt: skip
+        return None
+    return out
 
 
 def _print_totals(receiver: OTLPReceiver) -> None:
-    counts = Counter(event_of(r) or "<no event>" for r in receiver.records)
+    counts = Counter(shown(event_of(r)) or "<no event>" for r in receiver.records)
     requests = receiver.requests
     print(
         f"received {sum(counts.values())} records in {sum(requests.values())} requests "

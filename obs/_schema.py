@@ -109,13 +109,14 @@ def _event_schema(cls: type[Event]) -> dict[str, Any]:
 
 def cli_schema(argv: list[str] | None = None) -> int:
     """``python -m obs schema [--format markdown|json]``: print the registry to stdout."""
-    import argparse  # noqa: PLC0415 - CLI only
-    import json  # noqa: PLC0415
+    import json  # noqa: PLC0415 - CLI only
+
+    from obs.cli_text import ScrubbingParser  # noqa: PLC0415
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["schema"]:
         args = args[1:]
-    parser = argparse.ArgumentParser(
+    parser = ScrubbingParser(  # its errors quote no secret of a refused value
         prog="python -m obs schema", description="Print the registered events."
     )
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")

@@ -20,11 +20,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from obs._spool import Spool
+from obs.cli_text import ScrubbingParser, shown
 from obs.errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m obs spool", description=__doc__)
+    # its errors quote no secret of a refused value
+    parser = ScrubbingParser(prog="python -m obs spool", description=__doc__)
     parser.add_argument("action", choices=("list", "replay", "purge"))
     parser.add_argument("--dir", help="spool directory (default: OBS_SPOOL_DIR or obs' own)")
     parser.add_argument("--endpoint", help="replay: OTLP endpoint (default: the OTEL_ ones)")
@@ -89,7 +91,7 @@ def _replay(directory: str, args: argparse.Namespace) -> int:
             f"kept {stats['spool_kept']} lines of another spool format version, not replayed\n"
         )
     for line in reports:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(shown(line) + "\n")
     return 0 if ok and not given_up and not Spool(directory, 1).pending() else 1
 
 
@@ -125,7 +127,7 @@ def cli_spool(argv: list[str]) -> int:
     try:
         directories = [args.dir] if args.dir else _default_directories()
     except ConfigError as exc:
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(f"{shown(str(exc))}\n")
         return 2
     status = 0
     for directory in directories:
@@ -153,10 +155,10 @@ def _one(directory: str, args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             rows = _summary(spool)
-            sys.stdout.write(f"{directory}\n")
+            sys.stdout.write(f"{shown(directory)}\n")
             for service, row in sorted(rows.items()):
                 sys.stdout.write(
-                    f"  {service}: {row['records']} records, oldest {_age(row['oldest'])}, "
+                    f"  {shown(service)}: {row['records']} records, oldest {_age(row['oldest'])}, "
                     f"newest {_age(row['newest'])}\n"
                 )
             kept = spool.kept()
@@ -172,14 +174,14 @@ def _one(directory: str, args: argparse.Namespace) -> int:
             if not spool.purge():
                 sys.stderr.write("a replay holds the spool: try again later\n")
                 return 1
-            sys.stdout.write(f"purged {directory}\n")
+            sys.stdout.write(f"purged {shown(directory)}\n")
             return 0
         return _replay(directory, args)
-    except OSError as exc:
-        sys.stderr.write(f"{directory}: {exc}\n")
+    except OSError as exc:  # the path, and the OS's text naming it again: scrubbed
+        sys.stderr.write(f"{shown(directory)}: {shown(str(exc))}\n")
         return 1
     except ConfigError as exc:  # a bad --endpoint or --protocol: a usage error (redacted)
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(f"{shown(str(exc))}\n")
         return 2
     finally:
         spool.close()

@@ -284,8 +284,10 @@ SETTINGS: tuple[Setting, ...] = (
             "keyword only: the endpoint is the logs URL itself"),
     Setting("otlp_protocol", _logs("PROTOCOL"), p.choice("grpc", "http/protobuf"),
             "http/protobuf", "grpc or http/protobuf", "http/protobuf"),
-    Setting("otlp_headers", _logs("HEADERS"), p.pairs, {},
-            "`k=v,k2=v2` sent with every export (values redacted in obs' own text)"),
+    Setting("otlp_headers", _logs("HEADERS"), p.headers, {},
+            "`k=v,k2=v2` sent with every export (values redacted in obs' own text); a "
+            "header whose name is not letters, digits, `-` `_` `.` or whose value is not "
+            "visible ASCII is left out and reported, by position only"),
     Setting("otlp_certificate", _logs("CERTIFICATE"), p.pem_file, None,
             "CA bundle that verifies the collector"),
     Setting("otlp_client_key", _logs("CLIENT_KEY"), p.pem_file, None, "client key for mTLS"),

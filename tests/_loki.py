@@ -201,3 +201,32 @@ def refusal(
     if max_entries and len(entries) > max_entries:
         return f"structured_metadata_too_many: {len(entries)} > {max_entries}"
     return None
+
+
+#: pkg/validation (DefaultAllowedLevelFields): the fields Loki reads a level from, in order;
+#: later releases add the severity_text spellings.
+LEVEL_FIELDS = ("level", "LEVEL", "Level", "log.level", "severity", "SEVERITY", "Severity",
+                "SeverityText", "lvl", "LVL", "Lvl", "severity_text", "Severity_Text",
+                "SEVERITY_TEXT")  # fmt: skip
+_LEVELS = {"trace": "trace", "trc": "trace", "debug": "debug", "dbg": "debug", "info": "info",
+           "inf": "info", "information": "info", "warn": "warn", "wrn": "warn",
+           "warning": "warn", "error": "error", "err": "error", "critical": "critical",
+           "fatal": "fatal"}  # fmt: skip
+
+
+def detected_level(entries: list[tuple[str, str]]) -> str:
+    """pkg/distributor/field_detection.go ``extractLogLevel`` for an OTLP record without
+    index labels of these names: a ``detected_level`` entry as it is, else the first
+    allowed level field among the entries, else the OTLP ``severity_number``."""
+    names = dict(reversed(entries))  # the first entry of a name, as labels.Get finds it
+    if "detected_level" in names:
+        return _LEVELS.get(names["detected_level"].lower(), names["detected_level"])
+    for field in LEVEL_FIELDS:
+        if field in names:
+            return _LEVELS.get(names[field].lower(), names[field])
+    number = int(names.get("severity_number", "0"))
+    for top, level in ((0, "unknown"), (4, "trace"), (8, "debug"), (12, "info"),
+                       (16, "warn"), (20, "error"), (24, "fatal")):  # fmt: skip
+        if number <= top:
+            return level
+    return "unknown"

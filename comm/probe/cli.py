@@ -6,6 +6,7 @@ __all__ = ["build_parser", "main"]
 
 import argparse
 import errno
+import io
 import json
 import math
 import os
@@ -42,12 +43,13 @@ from comm.probe.spec import (
     ProbeSpec,
     SetupError,
 )
-from obs.encode import scrubbed_text
+from obs.cli_text import ScrubbingParser, one_line, scrub_tree, shown
+from obs.encode import scrub_text, scrubbed_text
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``probe`` argument parser (argparse errors exit with 2)."""
-    parser = argparse.ArgumentParser(
+    parser = ScrubbingParser(  # its errors quote no secret of a refused value
         prog="python -m comm probe",
         description="Run the FlashInfer allreduce workspace fallback chain on N local "
         "ranks and report every rank's outcome and whether its records were delivered over "
@@ -262,9 +264,14 @@ def _run(spec: ProbeSpec, opts: argparse.Namespace, receiver: Any, stdout: IO[st
     finally:
         _on_sigterm(previous)
     if opts.json:
-        stdout.write(json.dumps(result_json(result, receiver), default=str) + "\n")
+        # Every text of the document scrubbed: a --log-dir (or a rank's error) may hold a
+        # credential; the round trip first makes it plain JSON data (paths as str).
+        doc = json.loads(json.dumps(result_json(result, receiver), default=str))
+        stdout.write(json.dumps(scrub_tree(doc)) + "\n")
     else:
-        _print_result(result, receiver, stdout, verbose=opts.verbose)
+        text = io.StringIO()
+        _print_result(result, receiver, text, verbose=opts.verbose)
+        stdout.write(scrub_text(text.getvalue()))  # as the document: paths, ranks' errors
     stdout.flush()
     return result.exit_code
 
@@ -299,14 +306,14 @@ def _print_result(result: ProbeResult, receiver: Any, stdout: IO[str], *, verbos
         )
     causes = failure_causes(result)
     if causes:
-        stdout.write("why:\n" + "".join(f"  {line}\n" for line in causes))
+        stdout.write("why:\n" + "".join(f"  {one_line(line)}\n" for line in causes))
     if receiver is not None:
         _report_receiver(receiver, result, stdout)
     delivery = render_delivery(result)
     if delivery:
         stdout.write("OTLP delivery (each rank's own obs counters):\n")
         stdout.write("".join(f"  {line}\n" for line in delivery))
-    stdout.write(f"rank logs: {result.spec.log_dir}\n")
+    stdout.write(f"rank logs: {one_line(result.spec.log_dir)}\n")  # a line break: escaped
     code = result.exit_code
     stdout.write(f"exit {code}: {verdict(code)}\n")
 
@@ -362,7 +369,7 @@ def _failed(text: str) -> int:
 
 
 def _progress(text: str) -> None:
-    sys.stderr.write(f"[probe] {text}\n")
+    sys.stderr.write(f"[probe] {shown(text)}\n")
     sys.stderr.flush()
 
 

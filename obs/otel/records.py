@@ -22,6 +22,7 @@ from opentelemetry.sdk.version import __version__ as _sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from obs._fields import OTEL_RECORD_FIELDS
+from obs._labels import level_label
 from obs._lokifit import LINE_ROOM as ROOM
 from obs._lokifit import (
     RESOURCE_MAX_BYTES,
@@ -369,14 +370,19 @@ def cap_resource(attrs: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """``attrs`` within :data:`~obs._lokifit.RESOURCE_MAX_ENTRIES` entries and
     :data:`~obs._lokifit.RESOURCE_MAX_BYTES` bytes as Loki counts them: obs' own first
     (a text cut to 256 characters when needed), then the others in order while they fit; a
-    name Loki cannot store is left out. Returns the attributes and how many were left out."""
+    name Loki cannot store is left out, one it reads a record's level from is kept as
+    ``user.<name>``. Returns the attributes and how many were left out."""
     order = [k for k in _RESOURCE_FIRST if k in attrs] + [
         k for k in attrs if k not in _RESOURCE_FIRST
     ]
     out: dict[str, Any] = {}
     entries = size = 0
-    for key in order:
-        value, name = attrs[key], label_name(key)
+    for order_key in order:
+        key = order_key
+        value = attrs[key]
+        while level_label(key) or (key != order_key and key in attrs):
+            key = f"user.{key}"  # OTEL_RESOURCE_ATTRIBUTES=level=debug: every record's level
+        name = label_name(key)
         if name is None:
             continue
         if key in _RESOURCE_FIRST and type(value) is str and len(value) > 256:

@@ -11,7 +11,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from opentelemetry.sdk._logs import LoggerProvider as SDKLoggerProvider
@@ -336,6 +336,9 @@ class _RefusedHeaderText(logging.Filter):
 _REFUSED_HEADER_TEXT = _RefusedHeaderText()
 
 
+_E = TypeVar("_E")
+
+
 def _build_exporter(settings: Settings) -> LogRecordExporter:
     # the SDK's header parser logs here (added once: addFilter keeps one of each filter)
     logging.getLogger("opentelemetry.util.re").addFilter(_REFUSED_HEADER_TEXT)
@@ -361,7 +364,7 @@ def _build_exporter(settings: Settings) -> LogRecordExporter:
         scheme = urlparse(url).scheme
         secure = scheme == "https" or (scheme != "http" and ca is not None)
         credentials = grpc.ssl_channel_credentials(ca, key, cert) if secure else None
-        return GRPCExporter(
+        grpc_exporter = GRPCExporter(
             endpoint=url,
             insecure=not secure,
             credentials=credentials,
@@ -371,12 +374,13 @@ def _build_exporter(settings: Settings) -> LogRecordExporter:
             compression=grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression,
             channel_options=_GRPC_RECONNECT,
         )
+        return _pin_headers(grpc_exporter, headers)
     from opentelemetry.exporter.otlp.proto.http import Compression  # noqa: PLC0415
     from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # noqa: PLC0415
         OTLPLogExporter as HTTPExporter,
     )
 
-    return HTTPExporter(
+    http_exporter = HTTPExporter(
         endpoint=url or "http://localhost:4318/v1/logs",
         certificate_file=settings.otlp_certificate,
         client_key_file=settings.otlp_client_key,
@@ -386,6 +390,28 @@ def _build_exporter(settings: Settings) -> LogRecordExporter:
         compression=Compression.Gzip if gzip else Compression.NoCompression,
         session=_session(pin_ca=bool(settings.otlp_certificate)),
     )
+    return _pin_headers(http_exporter, {k.lower(): v for k, v in settings.otlp_headers.items()})
+
+
+#: The HTTP exporter's own headers (the SDK's ``_OTLP_HTTP_HEADERS`` and the compression's).
+_SDK_HTTP_HEADERS = frozenset({"content-type", "user-agent", "content-encoding"})
+
+
+def _pin_headers(exporter: _E, headers: dict[str, str]) -> _E:
+    """``exporter`` sending obs' ``headers`` only. The SDK reads the headers variables
+    itself (its HTTP exporter merges them in, its gRPC one reads them when obs passes
+    none) with its own parser, which takes what obs left out as invalid: a name with a
+    ``~``, or ``bad%20key`` decoded to ``bad key`` that requests refused (every HTTP
+    export lost, unreported) and gRPC too (``Illegal header key``). Private attributes,
+    each changed only when it is there and of the type the SDK gives it."""
+    client = getattr(exporter, "_client", None)  # HTTP: the request headers
+    sent = getattr(client, "_headers", None)
+    if isinstance(sent, dict):
+        own = {k: v for k, v in sent.items() if str(k).lower() in _SDK_HTTP_HEADERS}
+        client._headers = {**own, **headers}  # type: ignore[union-attr]
+    if isinstance(getattr(exporter, "_headers", None), tuple):  # gRPC: the call metadata
+        exporter._headers = tuple(headers.items())  # type: ignore[attr-defined]
+    return exporter
 
 
 #: Old names (tests import them).
