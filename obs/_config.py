@@ -28,9 +28,45 @@ from obs.settings import Settings, load_settings
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from obs._output import Output
     from obs._runtime import Runtime
     from obs._seams import SinkFactory
     from obs.dedup import Deduper
+
+
+def _output_for(
+    settings: Settings, old: Runtime | None, errors: list[ConfigError] | None
+) -> tuple[Settings, Output]:
+    """The sinks ``settings`` name; one that cannot be opened raises :class:`ConfigError`,
+    or with ``errors`` is appended there and left out (no ``OBS_FILE``)."""
+    from obs._runtime import build_output  # noqa: PLC0415 - on first use
+    from obs.rank import RankResolver  # noqa: PLC0415 - on first use
+
+    rank = RankResolver().current()
+    previous = old.output if old is not None else None
+    try:
+        return settings, build_output(settings, rank, previous)
+    except Exception as exc:
+        if errors is None:
+            raise _output_error(settings, exc) from None
+        errors.append(_output_error(settings, exc))
+        settings = dataclasses.replace(settings, file=None)
+        return settings, build_output(settings, rank, previous)
+
+
+def _report_errors(runtime: Runtime, errors: list[ConfigError]) -> None:
+    """Each settings problem the lenient path met, reported once through ``runtime``."""
+    from obs._own_events import ObsInternalError  # noqa: PLC0415 - on first use
+
+    for error in errors:
+        runtime.report(
+            ObsInternalError(
+                where="settings",
+                error_type="ConfigError",
+                error_message=str(error),
+                variable=error.variable,
+            )
+        )
 
 
 def _report_refused_headers(runtime: Runtime, settings: Settings) -> None:
@@ -157,7 +193,6 @@ class Holder:
         """
         with self._locked():
             if self.runtime is None:
-                from obs._own_events import ObsInternalError  # noqa: PLC0415 - on first use
                 from obs._runtime import Runtime  # noqa: PLC0415 - on first use
 
                 errors: list[ConfigError] = []
@@ -173,40 +208,38 @@ class Holder:
                 self._set_level(runtime.level)
                 self._register_atexit()
                 _report_refused_headers(runtime, settings)
-                for error in errors:
-                    runtime.report(
-                        ObsInternalError(
-                            where="settings",
-                            error_type="ConfigError",
-                            error_message=str(error),
-                            variable=error.variable,
-                        )
-                    )
+                _report_errors(runtime, errors)
             return self.runtime
 
     def configure_from_env(self) -> Runtime:
         """The runtime, configured from the environment (OTLP export included) if nothing
-        configured obs yet; a bad variable falls back to :meth:`ensure`. Never raises."""
+        configured obs yet. Never raises: a bad variable costs only itself (its default is
+        used, the rest applies, OTLP export stays on) and is reported once."""
         with self._locked():
             if self.runtime is None:
+                errors: list[ConfigError] = []
                 try:
-                    self.configure({})
+                    self.configure({}, errors=errors)
                 except Exception:
                     return self.ensure()
+                if self.runtime is not None:
+                    _report_errors(self.runtime, errors)
             return self.runtime or self.ensure()
 
-    def configure(self, overrides: dict[str, Any]) -> Settings:
+    def configure(
+        self, overrides: dict[str, Any], *, errors: list[ConfigError] | None = None
+    ) -> Settings:
         """Build a new runtime from settings and swap it in; the old one is flushed.
 
         Raises :class:`ConfigError` (nothing changes) for a bad value or an ``OBS_FILE``
-        that cannot be opened. Threads logging meanwhile write every line once: the file
+        that cannot be opened; with ``errors`` (a list) those are appended there instead,
+        and the default (no file) is used. Threads logging meanwhile write every line once: the file
         is handed over open when the path stays the same, and never closed under a writer.
         """
         from obs._bridge import install_bridge, remove_bridge  # noqa: PLC0415 - on first use
-        from obs._runtime import Runtime, build_output  # noqa: PLC0415 - on first use
-        from obs.rank import RankResolver  # noqa: PLC0415 - on first use
+        from obs._runtime import Runtime  # noqa: PLC0415 - on first use
 
-        settings = load_settings(overrides)
+        settings = load_settings(overrides, errors=errors)
         keep_root = False
         if "level" not in settings.sources:  # OBS_LEVEL unset: follow the app's root level
             root_level = logging.getLogger().level
@@ -222,12 +255,7 @@ class Holder:
                 old.settings.dedup_capacity == settings.dedup_capacity
                 and old.settings.repeat_summary_seconds == settings.repeat_summary_seconds
             )
-            try:
-                output = build_output(
-                    settings, RankResolver().current(), old.output if old is not None else None
-                )
-            except Exception as exc:
-                raise _output_error(settings, exc) from None
+            settings, output = _output_for(settings, old, errors)
             runtime = Runtime(
                 settings,
                 deduper=old.deduper if keep and old else None,

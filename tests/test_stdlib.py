@@ -6,6 +6,7 @@ import inspect
 import json
 import logging
 import logging.config
+import os
 import pickle
 import sys
 import types
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import obs
 import obs.stdlib
@@ -756,6 +759,93 @@ class TestHandler:
         restore_vllm_logger.warning("still here")
         err = capsys.readouterr().err
         assert (True, True) == ("still here" in err, "OBS_LEVEL" in err)
+
+    @pytest.mark.parametrize(
+        ("variable", "value"),
+        [("OBS_LEVEL", "LOUD"), ("OBS_DEDUP_CAPACITY", "zebra"), ("OBS_FILE", "/dev/null/f")],
+    )
+    def test_a_bad_variable_leaves_export_on(
+        self,
+        *,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+        otlp_receiver: obs.testing.OTLPReceiver,
+        restore_vllm_logger: logging.Logger,
+        tmp_path: Path,
+        variable: str,
+        value: str,
+    ) -> None:
+        """Configured from the env on first use, one bad variable costs only itself: the
+        terminal failure still reaches the collector, and the problem is reported there and
+        on the console (it turned OTLP export off entirely: 0 records)."""
+        monkeypatch.setenv("OBS_FORMAT", "json")
+        monkeypatch.setenv("OBS_SPOOL_DIR", str(tmp_path))
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_receiver.http_endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv(variable, value)
+        restore_vllm_logger.addHandler(obs.stdlib.Handler())
+        restore_vllm_logger.propagate = False
+        restore_vllm_logger.error("workspace_terminal_failure", extra={"stage": "terminal_failure"})
+        assert obs.flush(timeout=10.0)
+        (alert,) = otlp_receiver.wait_for(
+            predicate=lambda r: r["attributes"].get("event") == "workspace_terminal_failure"
+        )
+        assert "ERROR" == alert["severity_text"]
+        (report,) = otlp_receiver.wait_for(
+            predicate=lambda r: r["attributes"].get("variable") == variable
+        )
+        assert "ConfigError" == report["attributes"]["error_type"]
+        assert variable in capsys.readouterr().err
+
+
+#: Variables that shape obs but not whether or where it exports.
+_NOT_EXPORT = [
+    "OBS_ADOPT_LOGGERS", "OBS_CONSOLE_TRACEBACKS", "OBS_DEDUP_CAPACITY", "OBS_FILE",
+    "OBS_EXPORT_ALL_RANKS_LEVEL", "OBS_FILE_REOPEN_ON_SIGHUP", "OBS_HANDLE_SIGTERM",
+    "OBS_LEVEL", "OBS_REPEAT_SUMMARY_SECONDS", "OBS_SHUTDOWN_TIMEOUT", "OBS_SPOOL_MAX_BYTES",
+    "OTEL_BLRP_EXPORT_TIMEOUT", "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", "OTEL_BLRP_MAX_QUEUE_SIZE",
+    "OTEL_BLRP_SCHEDULE_DELAY", "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME",
+]  # fmt: skip
+
+
+@given(
+    bad=st.dictionaries(
+        st.sampled_from(_NOT_EXPORT),
+        st.sampled_from(["zebra", "-1", "1e999", "", "\x01", "nan", "/dev/null/f", "a=b=c,=,"]),
+        min_size=1,
+        max_size=4,
+    )
+)
+@settings(max_examples=60)
+def test_bad_variables_cost_only_themselves(bad: dict[str, str]) -> None:
+    """Configured from the env on first use, any mix of bad variables leaves OTLP export
+    on, each reported (before: any one of them fell back to a console-only runtime)."""
+    errors: list[obs.ConfigError] = []
+    obs.settings.load_settings({}, env={**bad, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:1"},
+                               errors=errors)  # fmt: skip
+    assume(bad.get("OBS_FILE", "/dev/null/f") == "/dev/null/f")  # else a file made here
+    bad_file = "OBS_FILE" in bad
+    assume(errors or bad_file)
+    env = {**bad, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OBS_SPOOL_DIR": ""}
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    events: list[dict[str, Any]] = []
+    STATE.sinks.append(events)
+    try:
+        runtime = STATE.configure_from_env()
+        assert runtime.sink is not None  # OTLP export on
+    finally:
+        STATE.sinks.remove(events)
+        obs.testing.reset()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    named = {e.get("variable") for e in events if e["event"] == "obs_internal_error"}
+    assert {error.variable for error in errors} <= named
+    assert not bad_file or "OBS_FILE" in named
 
 
 class TestOnceLevelGate:
