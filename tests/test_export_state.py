@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 import pytest
 from hypothesis import given
@@ -174,3 +174,30 @@ class TestOnARealSink:
         assert sink.state.phase in (Phase.ABANDONED, Phase.CLOSED)
         dropped = sum(stats["dropped"].values())
         assert 20 == stats["spooled"] + dropped + stats["exported"]
+
+
+class _DrainedBetween(list[tuple[str, str, str]]):
+    """Notes another thread's :meth:`Accounting.send` takes between this one's "any
+    left?" and its take (two senders: a flush caller and the export thread)."""
+
+    def pop(self, index: SupportsIndex = -1) -> tuple[str, str, str]:
+        del self[:]  # the other sender took them meanwhile
+        return super().pop(index)
+
+
+def test_two_senders_at_once_never_raise() -> None:
+    """A sender that finds the notes gone when it takes one reports what it has and
+    returns (it raised IndexError: the flush returned False, or the export thread counted
+    a crash of its own)."""
+    from obs._reentry import MarkedLock
+    from obs.otel.accounting import Accounting
+
+    reports: list[object] = []
+    acct = Accounting(lambda event, *a, **k: reports.append(event), MarkedLock(), 60.0)
+    acct.ready = True
+    acct.note("export", RuntimeError("first"))
+    acct.notes = _DrainedBetween(acct.notes)
+    acct.send(force=True)  # raised IndexError before
+    acct.notes = [("export", "ExportFailed", "503")]
+    acct.send(force=True)
+    assert ["ExportFailed"] == [getattr(r, "error_type", None) for r in reports]

@@ -243,8 +243,9 @@ class Accounting:
         if not self.ready:
             return
         notes: list[tuple[str, str, str]] = []
-        while self.notes:
-            notes.append(self.notes.pop(0))
+        with contextlib.suppress(IndexError):  # another sender took the last one meanwhile
+            while True:
+                notes.append(self.notes.pop(0))
         for where, kind, message in notes:
             if (where, kind) in self.reported and (where, kind) not in _PER_ANSWER:
                 continue
