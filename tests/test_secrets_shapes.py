@@ -64,7 +64,7 @@ def _encode_json(text: str, times: int) -> str:
 @given(
     name=st.sampled_from(NAMES),
     sep=st.sampled_from(SEPS),
-    before=st.sampled_from(["", " "]),
+    before=st.sampled_from(BLANKS),
     after=st.sampled_from(BLANKS),
     quoted=st.booleans(),
 )
@@ -72,7 +72,8 @@ def _encode_json(text: str, times: int) -> str:
 def test_blanks_and_line_breaks_between_a_name_and_its_value(
     name: str, sep: str, before: str, after: str, quoted: bool
 ) -> None:
-    """``password:\\n  S``, ``token =\\tS``: the value after any blanks is the secret."""
+    """``password:\\n  S``, ``token =\\tS``, ``api_key\\n=S``: the value after any blanks
+    is the secret, and blanks before the separator (a line break too) keep the pair."""
     value = f'"{SECRET}"' if quoted else SECRET
     text = f"config {name}{before}{sep}{after}{value}, n=1"
     out = scrub_text(text)
@@ -542,7 +543,7 @@ def test_subscripts_that_are_not_secret_stay() -> None:
 @given(
     name=st.sampled_from(NAMES),
     sep=st.sampled_from([":=", "::=", "==", "=="]),
-    before=st.sampled_from(["", " "]),
+    before=st.sampled_from(BLANKS),
     after=st.sampled_from(["", " ", "\t"]),
     quoted=st.booleans(),
     where=st.sampled_from(["{t}, n=1", "SET @{t};", "if {t} {{"]),
