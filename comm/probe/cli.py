@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from comm.probe.launch import launch
 from comm.probe.report import (
@@ -47,9 +47,9 @@ from obs.cli_text import ScrubbingParser, one_line, scrub_tree, shown
 from obs.encode import scrub_text, scrubbed_text
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _ProbeParser:
     """The ``probe`` argument parser (argparse errors exit with 2)."""
-    parser = ScrubbingParser(  # its errors quote no secret of a refused value
+    parser = _ProbeParser(  # its errors quote no secret of a refused value
         prog="python -m comm probe",
         description="Run the FlashInfer allreduce workspace fallback chain on N local "
         "ranks and report every rank's outcome and whether its records were delivered over "
@@ -197,12 +197,13 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
     parser = build_parser()
     try:
         opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        doc = parser.doc = stdout if opts.json else None  # a usage error: the document too
         if opts.world_size % opts.nodes:
             parser.error(f"--world-size {opts.world_size} is not a multiple of --nodes")
         try:
             problem = _log_dir_problem(opts.log_dir) if opts.log_dir else None
         except SetupError as exc:
-            return _failed(str(exc))
+            return _failed(str(exc), doc)
         if problem is not None:
             parser.error(f"argument --log-dir: {problem}")
         backend, backend_from = opts.backend, "--backend"
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None) -> int:
         try:
             receiver = OTLPReceiver(grpc=False).start()
         except OSError as exc:  # no socket (EMFILE) or no loopback port
-            return _failed(f"cannot start the embedded OTLP receiver: {exc}")
+            return _failed(f"cannot start the embedded OTLP receiver: {exc}", doc)
         endpoint = receiver.http_endpoint
     spec = ProbeSpec(
         world_size=opts.world_size,
@@ -254,9 +255,9 @@ def _run(spec: ProbeSpec, opts: argparse.Namespace, receiver: Any, stdout: IO[st
     try:
         result = launch(spec, on_message=None if opts.json else _on_message)
     except SetupError as exc:  # the run folder, the pipe, the launcher: the OS said no
-        return _failed(str(exc))
+        return _failed(str(exc), stdout if opts.json else None)
     except OSError as exc:  # anything else the OS refused while running: still one line
-        return _failed(f"the probe failed: {exc}")
+        return _failed(f"the probe failed: {exc}", stdout if opts.json else None)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: launch() killed the ranks
         signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
         _progress(f"stopped by {signal.Signals(signum).name}; the launcher and ranks killed")
@@ -361,11 +362,35 @@ def _report_receiver(receiver: Any, result: ProbeResult, stdout: IO[str]) -> Non
         stdout.write(f"  MISSING: workspace_terminal_failure of rank {rank} ({chain})\n")
 
 
-def _failed(text: str) -> int:
-    """One line saying why the probe could not run; the probe's failure status (1)."""
-    sys.stderr.write(f"python -m comm probe: error: {scrubbed_text(text, 1000)}\n")
+def _failed(text: str, doc: IO[str] | None = None) -> int:
+    """One line saying why the probe could not run (and with ``--json``, ``doc``, the
+    document saying so); the probe's failure status (1)."""
+    line = scrubbed_text(text, 1000)
+    sys.stderr.write(f"python -m comm probe: error: {line}\n")
     sys.stderr.flush()
+    if doc is not None:
+        _json_failure(doc, EXIT_PROBE_FAILED, line)
     return EXIT_PROBE_FAILED
+
+
+class _ProbeParser(ScrubbingParser):
+    """With ``--json`` (:attr:`doc` set once parsed), a usage error found after parsing is
+    also the JSON document: stdout stays one JSON document whatever happens."""
+
+    doc: IO[str] | None = None
+
+    def error(self, message: str) -> NoReturn:
+        """The document saying so (with ``--json``), then argparse's line and exit 2."""
+        if self.doc is not None:
+            _json_failure(self.doc, EXIT_USAGE, scrubbed_text(message, 1000))
+        super().error(message)
+
+
+def _json_failure(doc: IO[str], code: int, error: str) -> None:
+    """The ``--json`` document of a probe that could not run: its status and why."""
+    what = "bad usage" if code == EXIT_USAGE else "the probe could not run"
+    doc.write(json.dumps({"exit_code": code, "verdict": what, "error": error}) + "\n")
+    doc.flush()
 
 
 def _progress(text: str) -> None:

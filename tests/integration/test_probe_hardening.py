@@ -178,6 +178,25 @@ def test_an_unusable_default_run_folder_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("how", ["run folder", "log dir"])
+def test_json_is_one_document_when_the_probe_cannot_run(tmp_path: Path, how: str) -> None:
+    """With ``--json`` stdout is one JSON document whatever happens: a probe that cannot
+    run says so there too (exit code, verdict, the scrubbed reason), as on stderr (stdout
+    was empty: a pipeline's ``json.load`` failed on it)."""
+    blocker = tmp_path / f"comm-probe-{os.getuid()}"
+    blocker.write_text("not a folder")
+    args = ["--world-size", "1", "--otlp-endpoint", "http://127.0.0.1:9", "--json"]
+    if how == "log dir":  # a folder that cannot be made: the OS refuses at launch
+        args += ["--log-dir", str(tmp_path / "token=S3CRETVALUE" / "run")]
+        (tmp_path / "token=S3CRETVALUE").write_text("a file, not a folder")
+    done = _probe_cli(args, _env(TMPDIR=str(tmp_path)))
+    assert done.returncode in (EXIT_PROBE_FAILED, EXIT_USAGE), done.stderr
+    doc = json.loads(done.stdout)
+    assert (done.returncode, "S3CRETVALUE" in done.stdout) == (doc["exit_code"], False)
+    assert doc["error"] and doc["verdict"]
+
+
+@pytest.mark.integration
 def test_out_of_file_descriptors_is_one_line(tmp_path: Path) -> None:
     """EMFILE (a real RLIMIT_NOFILE with no descriptor left) when the probe opens the pipe
     to its ranks: one line naming the problem and exit 1, not an OSError traceback."""
