@@ -131,8 +131,9 @@ def pem_file(name: str, raw: object) -> str:
     return path
 
 
-def pairs(name: str, raw: object) -> dict[str, str]:
-    """Parse the OTel ``k=v,k2=v2`` list (values URL-decoded, as the spec says)."""
+def pairs(name: str, raw: object, *, breaks: bool = False) -> dict[str, str]:
+    """Parse the OTel ``k=v,k2=v2`` list (values URL-decoded, as the spec says); a line
+    break or NUL in one refuses the list unless ``breaks`` (then it is the caller's)."""
     if isinstance(raw, Mapping):
         return {str(k): str(v) for k, v in raw.items()}
     if not isinstance(raw, str):
@@ -145,7 +146,7 @@ def pairs(name: str, raw: object) -> dict[str, str]:
         if not sep or not key.strip():
             raise ConfigError(name, raw, "comma-separated key=value pairs")
         key, value = unquote(key.strip()), unquote(value.strip())
-        if any(c in key + value for c in "\r\n\x00"):
+        if not breaks and any(c in key + value for c in "\r\n\x00"):
             raise ConfigError(name, raw, "key=value pairs without line breaks")
         out[key] = value
     return out
@@ -162,17 +163,7 @@ _HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?")
 def _header_items(name: str, raw: object) -> dict[str, str]:
     """:func:`pairs` without its refusal of line breaks: a header holding one is left out
     by :func:`headers` (as the SDK leaves it out), the others still sent."""
-    if not isinstance(raw, str) or not any(c in raw for c in "%\r\n\x00"):
-        return pairs(name, raw)
-    out: dict[str, str] = {}
-    for item in raw.split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(name, raw, "comma-separated key=value pairs")
-        out[unquote(key.strip())] = unquote(value.strip())
-    return out
+    return pairs(name, raw, breaks=True)
 
 
 class Headers(dict[str, str]):
