@@ -11,8 +11,6 @@ on every route, and a resource attribute of such a name too.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import os
 import subprocess
 import sys
@@ -20,7 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import structlog
+from _alert_routes import ALERT, ROUTES, log_alert_with
 from _loki import LEVEL_FIELDS, detected_level, label_name, structured_metadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,46 +26,18 @@ from hypothesis import strategies as st
 import obs
 import obs.testing
 from obs._receiver import OTLPReceiver
-from obs.events import emit
 
 ROOT = Path(__file__).resolve().parent.parent
-ALERT = "workspace_terminal_failure"
 #: Spellings of the level fields as a caller may write them (Loki's own, and ones whose
 #: label name is one: ``detected.level``, ``log.level``, ``Severity-Text``).
 SPELLINGS = [*LEVEL_FIELDS, "detected_level", "detected.level", "Detected_Level", "log_level",
              "Severity-Text", "severity.text", "lEvEl"]  # fmt: skip
 
 
-@dataclasses.dataclass(frozen=True)
-class _Failure(obs.events.Event):
-    name = "test_level_terminal_failure"
-    level = logging.ERROR
-    chain: str
-
-
-def _route(route: str, name: str, value: str) -> None:
-    log = obs.get_logger("comm.flashinfer_allreduce")
-    if route == "call":
-        log.error(ALERT, stage="terminal_failure", chain="fi_ar", **{name: value})
-    elif route == "bind":
-        log.bind(**{name: value}).error(ALERT, stage="terminal_failure", chain="fi_ar")
-    elif route == "contextvars":
-        structlog.contextvars.bind_contextvars(**{name: value})
-        try:
-            log.error(ALERT, stage="terminal_failure", chain="fi_ar")
-        finally:
-            structlog.contextvars.clear_contextvars()
-    elif route == "event":
-        emit(_Failure(chain="fi_ar"), **{name: value})
-    else:
-        extra = {name: value, "stage": "terminal_failure", "chain": "fi_ar"}
-        logging.getLogger("lib").error(ALERT, extra=extra)
-
-
 @settings(max_examples=80)
 @given(
     name=st.sampled_from(SPELLINGS),
-    route=st.sampled_from(["call", "bind", "contextvars", "event", "stdlib"]),
+    route=st.sampled_from(ROUTES),
     value=st.sampled_from(["debug", "info", "trace", "warn"]),
 )
 def test_a_field_never_sets_the_level(name: str, route: str, value: str) -> None:
@@ -76,7 +46,7 @@ def test_a_field_never_sets_the_level(name: str, route: str, value: str) -> None
     obs.configure(stream="none", sdk_disabled=True)
     try:
         with obs.testing.capture_events() as events:
-            _route(route, name, value)
+            log_alert_with(route, name, value)
     finally:
         obs.testing.reset()
     (record,) = events

@@ -10,7 +10,6 @@ written ``user.<name>`` (label ``user_host_name``), on every route.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import structlog
+from _alert_routes import ALERT, log_alert_with
 from _loki import structured_metadata
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -30,7 +29,6 @@ from obs._fields import CONTROL_FIELDS
 from obs._receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
-ALERT = "workspace_terminal_failure"
 _RUN = re.compile(r"[^A-Za-z0-9]+")
 #: The control fields a differently spelled name can reach in Loki (they hold a separator).
 SPELLED = [f for f in CONTROL_FIELDS if not f.isalnum()]
@@ -52,23 +50,6 @@ def shadows(draw: st.DrawFn) -> str:
     return name
 
 
-def _route(route: str, name: str, value: str) -> None:
-    log = obs.get_logger("comm.flashinfer_allreduce")
-    if route == "call":
-        log.error(ALERT, stage="terminal_failure", chain="fi_ar", **{name: value})
-    elif route == "bind":
-        log.bind(**{name: value}).error(ALERT, stage="terminal_failure", chain="fi_ar")
-    elif route == "contextvars":
-        structlog.contextvars.bind_contextvars(**{name: value})
-        try:
-            log.error(ALERT, stage="terminal_failure", chain="fi_ar")
-        finally:
-            structlog.contextvars.clear_contextvars()
-    else:
-        extra = {name: value, "stage": "terminal_failure", "chain": "fi_ar"}
-        logging.getLogger("lib").error(ALERT, extra=extra)
-
-
 @settings(max_examples=80)
 @given(name=shadows(), route=st.sampled_from(["call", "bind", "contextvars", "stdlib"]))
 def test_a_field_never_shadows_a_control_label(name: str, route: str) -> None:
@@ -76,7 +57,7 @@ def test_a_field_never_shadows_a_control_label(name: str, route: str) -> None:
     obs.configure(stream="none", sdk_disabled=True)
     try:
         with obs.testing.capture_events() as events:
-            _route(route, name, "CALLER-VALUE")
+            log_alert_with(route, name, "CALLER-VALUE")
     finally:
         obs.testing.reset()
     (record,) = events
