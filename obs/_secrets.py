@@ -127,10 +127,12 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: (``--hf-token``, ``2fa_token``), at any length (its end decides too), with subscripts
 #: after it (``user[password]``, a form field as Rails and PHP nest them). An option of a
 #: command line (``-``/``--`` and a name) is a name too, its value after blanks. The
-#: separator is ``=``, ``:``, ``=>`` or a run of them (``:=``, ``::=``, ``==``).
+#: separator is ``=``, ``:``, ``=>`` or a run of them (``:=``, ``::=``, ``==``); blanks or
+#: escaped line breaks may end a quoted name (``{"api_key\\n": x}``, ``{'token ': x}``).
 _PAIR_NAME = re.compile(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
-    r"(\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*)"
+    r"((?:\s|\\+[ntr])*+"  # blanks before a quoted name's closing quote
+    r"(?:\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*))"
     r"|(?:(?<![\w.-])|(?<=\\[ntr]))(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # --hf-token x
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
@@ -144,14 +146,14 @@ _PAIR_VALUE = re.compile(
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
 _AUTH_PAIR = re.compile(
     r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)"
-    r"(\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?:=>?|:)\s*+)"
+    r"((?:\s|\\+[ntr])*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?:=>?|:)\s*+)"
     r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:[^\r\n,;&)}\][]++|\[REDACTED\]|\[)++)"
 )
 #: A ``Cookie:`` / ``Set-Cookie:`` header: every cookie in it is the secret (``a=1;
 #: session=x``), so all of its value, to the end of the line or a quote, is redacted.
 _COOKIE_HEADER = re.compile(
     r"(?i)(?:(?<![\w.-])|(?<=\\[ntr]))((?:set[-_])?cookie)"
-    r"(\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
+    r"((?:\s|\\+[ntr])*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).

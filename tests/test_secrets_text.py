@@ -362,3 +362,53 @@ def test_a_scheme_word_before_a_scheme(first: str, blanks: str, second: str, bef
     out = scrub_text(text)
     assert SECRET not in out
     assert out.endswith(" tail")
+
+
+#: What may sit inside a quoted name before its closing quote: blanks, JSON-escaped blanks
+#: (``"api_key\\n": x`` in a dumped text), a mix.
+INSIDE_QUOTES = [" ", "  ", "\t", "\\n", "\\t", "\\r\\n", " \\n", "\\n ", "\n", "\r\n"]
+#: A quoted name's pair: JSON, a dict repr, a header tuple, blanks before ``:``, a Ruby
+#: hash, JSON escaped again.
+QUOTED_SHAPES = ['{{"{k}": "{v}"}}', "{{'{k}': '{v}'}}", "[('{k}', '{v}')]", "{{'{k}' : '{v}'}}",
+                 '"{k}"={v}', "'{k}' => '{v}'", '{{\\"{k}\\": \\"{v}\\"}}']  # fmt: skip
+
+
+@given(
+    name=st.sampled_from(SECRET_NAMES),
+    inside=st.sampled_from(INSIDE_QUOTES),
+    shape=st.sampled_from(QUOTED_SHAPES),
+    outer=st.sampled_from(["{t}", "error: {t}", "config={t} n=1", "ValueError({t})"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_blanks_inside_a_quoted_name(name: str, inside: str, shape: str, outer: str) -> None:
+    """A quoted name with blanks or escaped line breaks before its closing quote
+    (``{"api_key\\n": "S"}``, ``{'password ': 'S'}``) still names its value: the value is
+    redacted in text, and in the line a log call writes with that text as a field and as
+    an exception's message (failed on 4e07534: the name had to end at its quote)."""
+    text = outer.format(t=shape.format(k=name + inside, v=SECRET))
+    assert SECRET not in scrub_text(text)
+    line = _logged_line(text)
+    assert SECRET not in line
+    assert json.loads(line)["event"] == "workspace_terminal_failure"
+
+
+def _logged_line(text: str) -> str:
+    """The JSON line one terminal failure carrying ``text`` (a field, an exception's
+    message) is written as, to a real OBS_FILE."""
+    import tempfile
+
+    import obs
+    import obs.testing
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
+        try:
+            obs.get_logger("app").error(
+                "workspace_terminal_failure", detail=text, exc_info=RuntimeError(text)
+            )
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                return fh.read().strip()
+        finally:
+            obs.testing.reset()
