@@ -507,8 +507,9 @@ def test_exit_waits_for_a_second_sink_that_still_takes_lines(tmp_path: Path) -> 
 
     assert proc.stderr is not None
     readers = [
-        threading.Thread(target=slow, args=(proc.stderr.fileno(), "stderr", 1e6)),
-        threading.Thread(target=slow, args=(rfd, "file", 3e5)),
+        # Both still drain past the 2 s budget (the lines are about 3 MB), the file last.
+        threading.Thread(target=slow, args=(proc.stderr.fileno(), "stderr", 3e6)),
+        threading.Thread(target=slow, args=(rfd, "file", 1e6)),
     ]
     for t in readers:
         t.start()
