@@ -1,8 +1,9 @@
 """The bound logger ``obs.get_logger()`` returns.
 
 A small structlog-style bound logger (``bind``/``unbind``/``new``). Its plain methods of
-levels below the runtime's are swapped for quiet ones (:func:`gate_levels`), so a call
-below the level costs one ``stage`` test; its ``*_once`` methods decide scope and dedup
+levels below the runtime's (up to WARNING: an ERROR call of the alert's event passes any
+level) are swapped for quiet ones (:func:`gate_levels`), so a call below the level costs
+one ``stage`` test; its ``*_once`` methods decide scope and dedup
 before building any event dict, so a suppressed repeat is cheaper than vLLM's
 ``lru_cache`` path. It holds a reference to the holder, not
 to a chain, so ``configure()`` again reaches it.
@@ -21,6 +22,7 @@ from obs._secrets import scrub_name
 from obs.dedup import HIT_DUE
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
+from obs.severity import ALERT_LEVEL, alert_stage
 
 if TYPE_CHECKING:
     from obs._config import Holder
@@ -114,12 +116,16 @@ class BoundLogger:
     def error(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR."""
         rt = self._holder.runtime or self._holder.ensure()
+        if "stage" not in kw:
+            _alert(event, kw)
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             rt.log(self, _E, "error", event, kw, args)
 
     def exception(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR with the exception being handled."""
         rt = self._holder.runtime or self._holder.ensure()
+        if "stage" not in kw:
+            _alert(event, kw)
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             kw.setdefault("exc_info", True)
             rt.log(self, _E, "error", event, kw, args)
@@ -127,6 +133,8 @@ class BoundLogger:
     def critical(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at CRITICAL."""
         rt = self._holder.runtime or self._holder.ensure()
+        if "stage" not in kw:
+            _alert(event, kw)
         if (rt.effective_level(_C, kw["stage"]) if "stage" in kw else _C) >= rt.level:
             rt.log(self, _C, "critical", event, kw, args)
 
@@ -138,6 +146,8 @@ class BoundLogger:
         rt = self._holder.runtime or self._holder.ensure()
         if type(level) is not int or not 0 <= level <= 100:
             level = _level_of(rt, level)
+        if level >= ALERT_LEVEL and "stage" not in kw:
+            _alert(event, kw)
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
             if kw.get("once"):
                 rt.log_once(self, level, _method(level), event, kw, args)
@@ -158,9 +168,12 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
     """``<method>_once``: log ``event`` once per key (and count the repeats). A plain
     repeat (no args, no bound context, no stage) is answered by the runtime's once cache
     before any event dict is built; anything else takes the runtime's once path."""
+    alerting = level >= ALERT_LEVEL
 
     def once(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         rt = self._holder.runtime or self._holder.ensure()
+        if alerting and "stage" not in kw:
+            _alert(event, kw)
         if rt.level <= level and not args and not self._context:
             hit = rt.once_cache.repeat(self._name, level, event, kw)  # never with a stage
             if hit:  # a plain suppressed repeat, counted
@@ -182,6 +195,15 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
     return once
 
 
+def _alert(event: object, kw: dict[str, Any]) -> None:
+    """Give an ERROR call of an event named after an alert stage and given no ``stage``
+    (``log.error("workspace_terminal_failure")``) that stage, as ``stage=`` would: the alert
+    keys on the name, so neither ``OBS_LEVEL`` nor the export level may drop it."""
+    stage = alert_stage(kw.get("event") if event is NO_EVENT else event)
+    if stage is not None:
+        kw["stage"] = stage
+
+
 def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
     """``loud`` for a level below the runtime's: only a ``stage`` can raise such a call
     above it, so without one the call returns at once (structlog's no-op, plus one test)."""
@@ -198,13 +220,12 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
     return quiet
 
 
-#: The plain methods of each level (aliases included), loud (as defined) and quiet.
+#: The plain methods of each level (aliases included), loud (as defined) and quiet. Those
+#: of ERROR and above stay loud: a call of the alert's event passes any level (:func:`_alert`).
 _GATED = (
     (_D, ("debug",)),
     (_I, ("info",)),
     (_W, ("warning", "warn")),
-    (_E, ("error",)),
-    (_C, ("critical", "fatal")),
 )
 _LOUD = {name: vars(BoundLogger)[name] for _, names in _GATED for name in names}
 _QUIET = {name: _quiet(method) for name, method in _LOUD.items()}

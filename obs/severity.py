@@ -16,6 +16,7 @@ __all__ = [
     "StagePolicy",
     "StageRule",
     "TagSeverity",
+    "alert_stage",
     "level_name",
     "severity_number",
 ]
@@ -114,6 +115,21 @@ DEFAULT_POLICY = StagePolicy(
 #: The lowest level of an alert stage's records: the stdlib root logger never filters
 #: below it, so a library's terminal failure reaches obs whatever ``OBS_LEVEL`` says.
 ALERT_LEVEL = min(r.level for r in DEFAULT_POLICY.rules.values() if r.alert)
+#: The alert stages, each with the suffix of the event names that are its by name.
+_ALERT_NAMES = tuple((n, f"_{n}") for n, r in DEFAULT_POLICY.rules.items() if r.alert)
+
+
+def alert_stage(event: object) -> str | None:
+    """The alert stage ``event`` is named after (``workspace_terminal_failure``, any
+    ``<chain>_terminal_failure``: ``terminal_failure``), else None. An ERROR call of such
+    an event that gives no ``stage`` is that stage: the alert keys on the name, so no level
+    filter may drop it (``str``'s own methods: a subclass' overrides are not asked)."""
+    if isinstance(event, str):
+        for stage, suffix in _ALERT_NAMES:
+            if str.endswith(event, suffix) or str.__eq__(event, stage) is True:
+                return stage
+    return None
+
 
 #: Longer text is never taken for a stage's spelling (keeps :meth:`StagePolicy.canonical`
 #: bounded whatever a caller passes).

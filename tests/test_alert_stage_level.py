@@ -6,6 +6,7 @@ the level."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -13,7 +14,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import obs
+import obs.stdlib
+import obs.testing
 from obs._receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,3 +131,67 @@ def test_terminal_failure_ships_from_every_rank_whatever_the_export_level(
     assert {(e, c, s) for e, c, s, _ in expected} == exported
     assert proc.stderr.strip() == ""  # rank 3's console follows the scope
     assert ("plain_error" in {d["event"] for d in lines}) == (export_level == "ERROR")
+
+
+#: Each API an ERROR call of the alert's event takes, with no ``stage`` given.
+ROUTES = {
+    "error": lambda log, e: log.error(e, chain="c"),
+    "error_event_kw": lambda log, e: log.error(event=e, chain="c"),
+    "exception": lambda log, e: log.exception(e, chain="c"),  # noqa: LOG004 - none handled
+    "critical": lambda log, e: log.critical(e, chain="c"),
+    "log_40": lambda log, e: log.log(40, e, chain="c"),
+    "log_name": lambda log, e: log.log("error", e, chain="c"),
+    "error_once": lambda log, e: log.error_once(e, chain="c"),
+    "stdlib": lambda log, e: logging.getLogger("vllm.x").error(e, extra={"chain": "c"}),
+    "drop_in": lambda log, e: obs.stdlib.init_logger("vllm.y").error(e, extra={"chain": "c"}),
+}
+#: Event names an alert keys on: the workspace chain's, another chain's, obs' generic one.
+ALERT_NAMES = ["workspace_terminal_failure", "kv_connector_terminal_failure",
+               "chain_terminal_failure", "terminal_failure"]  # fmt: skip
+
+
+@given(
+    route=st.sampled_from(sorted(ROUTES)),
+    name=st.sampled_from(ALERT_NAMES),
+    level=st.sampled_from(["CRITICAL", "ERROR", "INFO"]),
+    export_level=st.sampled_from(["CRITICAL", "WARNING"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_alerts_event_named_without_a_stage(
+    route: str, name: str, level: str, export_level: str
+) -> None:
+    """``log.error("workspace_terminal_failure")`` with no ``stage``: an ERROR call of an
+    event named after the terminal-failure stage is a terminal failure, on every API. It
+    was dropped by OBS_LEVEL=CRITICAL and by an export level above ERROR on another rank
+    (failed on 863232b: the stage came only from a ``stage`` keyword); it is written once,
+    at ERROR, with its stage, on rank 3 whose console the scope keeps quiet too."""
+    import tempfile
+
+    ranks = {"RANK": "3", "LOCAL_RANK": "3", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
+    saved = {k: os.environ.get(k) for k in ranks}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        os.environ.update(ranks)
+        try:
+            obs.configure(format="json", sdk_disabled=True, file=path, stream="none",
+                          level=level, export_all_ranks_level=export_level)  # fmt: skip
+            log = obs.get_logger("app")
+            ROUTES[route](log, name)
+            log.error("plain_error", scope=0)  # no alert: the levels decide
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(x) for x in fh.read().splitlines()]
+        finally:
+            obs.testing.reset()
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    alerts = [x for x in lines if x["event"] == name]
+    assert len(alerts) == 1, lines
+    # The stage decides the level, a CRITICAL call's too, as with ``stage=``.
+    assert (alerts[0]["stage"], alerts[0]["severity_text"]) == ("terminal_failure", "ERROR")
+    assert (alerts[0]["chain"], alerts[0]["rank"]) == ("c", 3)
+    shipped = level != "CRITICAL" and export_level != "CRITICAL"
+    assert any(x["event"] == "plain_error" for x in lines) == shipped, lines

@@ -48,11 +48,11 @@ LEVEL_VALUES = st.one_of(
 )
 
 
-def _log(level: object, **kw: Any) -> list[dict[str, Any]]:
+def _log(level: object, event: str = ALERT, **kw: Any) -> list[dict[str, Any]]:
     obs.configure(stream="none", sdk_disabled=True, level="DEBUG")
     try:
         with obs.testing.capture_events() as events:
-            obs.get_logger("app").log(level, ALERT, chain="fi_ar", **kw)  # type: ignore[arg-type]
+            obs.get_logger("app").log(level, event, chain="fi_ar", **kw)  # type: ignore[arg-type]
     finally:
         obs.testing.reset()
     return events
@@ -85,10 +85,11 @@ def test_any_level_value_is_written_at_a_level(level: object) -> None:
 
 
 def test_level_names_are_their_numbers() -> None:
-    """A level name is its number, as ``logging.getLevelName`` reads it back."""
+    """A level name is its number, as ``logging.getLevelName`` reads it back (an event
+    that is not the alert's: an ERROR call of that one is its stage, ERROR)."""
     for name, text in [("error", "ERROR"), (" Warning ", "WARNING"), ("WARN", "WARNING"),
                        ("fatal", "CRITICAL"), ("40", "ERROR"), ("debug", "DEBUG")]:  # fmt: skip
-        (event,) = _log(name)
+        (event,) = _log(name, "level_named")
         assert text == event["severity_text"], name
 
 
