@@ -172,17 +172,14 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
 
     def once(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         rt = self._holder.runtime or self._holder.ensure()
-        if alerting and "stage" not in kw:
-            _alert(event, kw)
         if rt.level <= level and not args and not self._context:
             hit = rt.once_cache.repeat(self._name, level, event, kw)  # never with a stage
-            if hit:  # a plain suppressed repeat, counted
+            if hit:  # a plain suppressed repeat, counted (never the alert's: not cached)
                 if hit == HIT_DUE:
                     rt.emit_summaries()
                 return
-            if "stage" not in kw:
-                rt.log_once(self, level, method, event, kw, args)
-                return
+        if alerting and "stage" not in kw:
+            _alert(event, kw)
         if "stage" in kw:
             if rt.effective_level(level, kw["stage"]) >= rt.level:
                 rt.log_once(self, level, method, event, kw, args)
