@@ -10,10 +10,10 @@ __all__ = ["format_body", "plain_text", "safe_text"]
 
 import dataclasses
 import itertools
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from obs._lazy_re import lazy
 from obs._secrets import cut_head
 from obs.encode import MAX_STR, REDACTED, is_secret_key, safe_repr, scrubbed_text, to_jsonable
 
@@ -25,7 +25,7 @@ def plain_text(value: object) -> str:
 
 #: A %-format width or precision of 1000 or more (or ``*``): formatting it could build a
 #: string of any size, so such a template is shown with its arguments instead.
-_WIDE_FORMAT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d{4,})|%[-#0 +]*\d*\.(?:\*|\d{4,})")
+_WIDE_FORMAT = lazy(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d{4,})|%[-#0 +]*\d*\.(?:\*|\d{4,})")
 
 
 class _BoundedArg:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 __all__ = ["LEVEL_LABELS", "level_label", "loki_safe"]
 
-import re
 
 from obs._fields import CONTROL_FIELDS, CONTROL_SET
+from obs._lazy_re import lazy
 
-_ALNUM = re.compile("[A-Za-z0-9]")
-_RUNS = re.compile("[^A-Za-z0-9]+")
+_ALNUM = lazy("[A-Za-z0-9]")
+_RUNS = lazy("[^A-Za-z0-9]+")
 #: The label names of the control fields a differently spelled name can reach.
 _CONTROL_LABELS = frozenset(_RUNS.sub("_", f) for f in CONTROL_FIELDS if not f.isalnum())
 #: Label names (lower-cased) Loki derives a record's ``detected_level`` from: its default

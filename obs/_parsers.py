@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
+from obs._lazy_re import lazy
 from obs.errors import ConfigError
 from obs.levels import LEVEL_BY_NAME, NAME_BY_LEVEL
 
@@ -154,10 +155,10 @@ def pairs(name: str, raw: object, *, breaks: bool = False) -> dict[str, str]:
 
 #: A header name both an HTTP request (an RFC 9110 token) and gRPC metadata (lower case
 #: ``[0-9a-z_.-]``, obs lower-cases it) can carry.
-_HEADER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_HEADER_NAME = lazy(r"[A-Za-z0-9_.-]+")
 #: A header value both can carry: visible ASCII and inner blanks (gRPC refuses any other
 #: character in a text value, http.client anything outside Latin-1, both a line break).
-_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?")
+_HEADER_VALUE = lazy(r"(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?")
 
 
 def _header_items(name: str, raw: object) -> dict[str, str]:

@@ -41,6 +41,8 @@ import threading
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from obs._lazy_re import lazy
+
 MAX_KEY = 256
 
 REDACTED = "[REDACTED]"
@@ -101,25 +103,25 @@ SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
 #: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
 _SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "secret", "credential", "authorization")
 
-_CAMEL = re.compile(
+_CAMEL = lazy(
     r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])(?![0-9]*[a-z])"
 )  # camelCase, and a number after a word (``token2``, ``b64``; ``2fa`` stays whole)
-_NON_WORD = re.compile(r"[^a-z0-9]+")
+_NON_WORD = lazy(r"[^a-z0-9]+")
 #: ``scheme://user:password@host``: the password part of a URL's userinfo.
 #: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
 #: the token (a password may hold ``@`` or ``/``), so none of it is left behind.
 #: Tried only where a run of userinfo characters starts, and only on a token cut at its
 #: last ``@`` (:data:`_AT_TOKEN`), so it costs one pass whatever the text (it was quadratic
 #: on a long run of ``:`` with an ``@`` somewhere after it).
-_URL_PASSWORD = re.compile(
+_URL_PASSWORD = lazy(
     r"(?i)(?<![^\s/:@'\"<>()])((?:[a-z][a-z0-9+.-]*://)?[^\s/:@'\"<>()]*:)(?!//)[^\s'\"<>]*@"
 )
 #: An http(s) URL's userinfo without a password: a token sent as the user
 #: (``https://ghp_x@github.com``, git's credential URLs). One with a password is
 #: :data:`_URL_PASSWORD`'s.
-_HTTP_USER = re.compile(r"(?i)((?:^|[^\w.+-])https?://)(?!\[REDACTED\]@)[^/?#\s@:]+@")
+_HTTP_USER = lazy(r"(?i)((?:^|[^\w.+-])https?://)(?!\[REDACTED\]@)[^/?#\s@:]+@")
 #: A whitespace- or quote-delimited token with a ``:`` before an ``@``, from its start only.
-_AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
+_AT_TOKEN = lazy(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: The start of a ``name=value`` / ``name: value`` pair in text (reprs of Namespace-like
 #: objects, a formatted message, a URL's query), or of a ``('name', value)`` pair (a
 #: header list's repr): the name and its separator. The name decides, through
@@ -129,7 +131,7 @@ _AT_TOKEN = re.compile(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: command line (``-``/``--`` and a name) is a name too, its value after blanks. The
 #: separator is ``=``, ``:``, ``=>`` or a run of them (``:=``, ``::=``, ``==``); blanks or
 #: escaped line breaks may end a quoted name (``{"api_key\\n": x}``, ``{'token ': x}``).
-_PAIR_NAME = re.compile(
+_PAIR_NAME = lazy(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
     r"((?:\s|\\+[ntr])*+"  # blanks before a quoted name's closing quote
     r"(?:\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*))"
@@ -137,21 +139,21 @@ _PAIR_NAME = re.compile(
 )
 #: A pair's value: quoted, or up to a blank or a delimiter. A value already
 #: ``[REDACTED]`` is matched whole, so scrubbing twice changes nothing.
-_PAIR_VALUE = re.compile(
+_PAIR_VALUE = lazy(
     r"(?:\\+[ntr][ \t]*)*+"  # blanks escaped in JSON text (``:\\n  x``): part of the value
     r"(\[REDACTED\]|\\+\"[^\"]*\\+\"|\\+'[^']*\\+'|'[^']*'|\"[^\"]*\"|[^\s,;)}\]&]+)"
 )
 #: An authorization-like name (``Authorization``, ``Proxy-Authorization``, ``X-Auth``):
 #: its value is a scheme and then the credential, so all of it, to the end of the line or
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
-_AUTH_PAIR = re.compile(
+_AUTH_PAIR = lazy(
     r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)"
     r"((?:\s|\\+[ntr])*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?:=>?|:)\s*+)"
     r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:[^\r\n,;&)}\][]++|\[REDACTED\]|\[)++)"
 )
 #: A ``Cookie:`` / ``Set-Cookie:`` header: every cookie in it is the secret (``a=1;
 #: session=x``), so all of its value, to the end of the line or a quote, is redacted.
-_COOKIE_HEADER = re.compile(
+_COOKIE_HEADER = lazy(
     r"(?i)(?:(?<![\w.-])|(?<=\\[ntr]))((?:set[-_])?cookie)"
     r"((?:\s|\\+[ntr])*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
@@ -162,7 +164,7 @@ _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "cre
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
 #: a message): the same four characters :func:`bearer_hint` looks for first. A scheme's
 #: name is not a credential (``basic Bearer x``: the token is the second one's).
-_BEARER = re.compile(r"(?i)\b(bearer|basic)[ \t\r\n]+(?!(?:bearer|basic)\b)[a-z0-9._~+/=-]{6,}")
+_BEARER = lazy(r"(?i)\b(bearer|basic)[ \t\r\n]+(?!(?:bearer|basic)\b)[a-z0-9._~+/=-]{6,}")
 
 
 def key_words(key: str) -> tuple[str, ...]:
@@ -269,7 +271,7 @@ def pair_hint(text: str) -> bool:
 
 
 #: A percent escape (``%5F``): a name may be spelled with them (``api%5Fkey``).
-_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_ESCAPE = lazy(r"%[0-9A-Fa-f]{2}")
 
 
 def has_separator(text: str) -> bool:
@@ -496,7 +498,7 @@ def scrub_name(text: str) -> str:
 
 
 #: A value that is a %-format or ``str.format`` placeholder, quoted or not.
-_TEMPLATE = re.compile(
+_TEMPLATE = lazy(
     r"(['\"]?)(?:%(?:\([^)]*\))?[#0 +-]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z%]|\{[^{}]*\})\1"
 )
 
@@ -553,11 +555,11 @@ _secret_name = is_secret_name  # names met in text: cached as field names are
 
 #: A YAML block scalar under a name (``private_key: |``, ``password: >-``): the name, its
 #: ``:`` and the indicator ending its line; the value is the lines below it.
-_BLOCK = re.compile(r"(?<![\w.-])([\w.-]++)(['\"]?[ \t]*+:[ \t]*+)[|>][-+1-9]{0,2}[ \t]*+(?=\r?\n)")
+_BLOCK = lazy(r"(?<![\w.-])([\w.-]++)(['\"]?[ \t]*+:[ \t]*+)[|>][-+1-9]{0,2}[ \t]*+(?=\r?\n)")
 #: What :data:`_BLOCK` needs, searched first (C-level; ``<module>\n`` in a traceback is not).
-_BLOCK_HINT = re.compile(r":[ \t]*+[|>][-+1-9]{0,2}[ \t]*+\r?\n")
+_BLOCK_HINT = lazy(r":[ \t]*+[|>][-+1-9]{0,2}[ \t]*+\r?\n")
 #: Names whose value is a secret whatever they are (:data:`_AUTH_PAIR`'s, a cookie header).
-_AUTH_NAME = re.compile(r"(?i)[\w.-]*auth(?:orization|entication)?|(?:set[-_])?cookie")
+_AUTH_NAME = lazy(r"(?i)[\w.-]*auth(?:orization|entication)?|(?:set[-_])?cookie")
 
 
 def _redact_blocks(text: str) -> str:
@@ -610,7 +612,7 @@ def _kept(keep: re.Pattern[str] | None, text: str, start: int, end: int) -> bool
 #: The second words of :data:`SECRET_PAIRS` (``key``, ``id``): a name that is one of them
 #: may have its first word before a blank (``API Key: x``, ``Session ID: x``).
 _SECONDS = frozenset(second for _, second in SECRET_PAIRS)
-_WORD_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]{0,31})[ \t]\Z")
+_WORD_BEFORE = lazy(r"(?<![\w.-])([A-Za-z][\w.-]{0,31})[ \t]\Z")
 
 
 def _two_words(text: str, at: int, found: str) -> bool:
