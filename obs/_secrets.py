@@ -133,7 +133,7 @@ _AT_TOKEN = lazy(r"(?<![^\s'\"<>])[^\s'\"<>:]*:[^\s'\"<>]*@[^\s'\"<>]*")
 #: escaped line breaks may end a quoted name (``{"api_key\\n": x}``, ``{'token ': x}``).
 _PAIR_NAME = lazy(
     r"(?<![\w.-])(?=[\w.-]*?[A-Za-z])([\w.-]++(?:\[[\w.-]*+\])*+)"
-    r"((?:\s|\\+[ntr])*+"  # blanks before a quoted name's closing quote
+    r"(\s*+(?:\\+[ntr]\s*+)*+"  # blanks before a quoted name's closing quote
     r"(?:\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?::*+=++>?|:++)\s*+|\\*['\"][ \t]*,[ \t]*))"
     r"|(?:(?<![\w.-])|(?<=\\[ntr]))(--?[A-Za-z][\w.-]*+)([ \t]+)(?=[^\s-])"  # --hf-token x
 )
@@ -148,14 +148,14 @@ _PAIR_VALUE = lazy(
 #: field, is the secret. Tried from a name's start only; a value already redacted stays.
 _AUTH_PAIR = lazy(
     r"(?i)(?<![\w.-])([\w.-]*auth(?:orization|entication)?)"
-    r"((?:\s|\\+[ntr])*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?:=>?|:)\s*+)"
+    r"(\s*+(?:\\+[ntr]\s*+)*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+(?:=>?|:)\s*+)"
     r"(?![ \t]*\[REDACTED\])('[^']*'|\"[^\"]*\"|(?:[^\r\n,;&)}\][]++|\[REDACTED\]|\[)++)"
 )
 #: A ``Cookie:`` / ``Set-Cookie:`` header: every cookie in it is the secret (``a=1;
 #: session=x``), so all of its value, to the end of the line or a quote, is redacted.
 _COOKIE_HEADER = lazy(
     r"(?i)(?:(?<![\w.-])|(?<=\\[ntr]))((?:set[-_])?cookie)"
-    r"((?:\s|\\+[ntr])*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
+    r"(\s*+(?:\\+[ntr]\s*+)*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
