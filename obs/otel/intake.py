@@ -220,6 +220,7 @@ class WorkerCore:
         intake = self.intake
         while intake:
             item = intake.popleft()
+            victim: tuple[int, Payload] | None
             if self._open_items:
                 self._open_items -= 1
                 self._acct.counters.enqueued += 1
