@@ -1,8 +1,9 @@
 """OTel export: every event as an OTLP log record, with delivery guarantees.
 
 :class:`ExportSink` is the chain's export processor. The caller thread only captures the
-OTel context, the observed time and a shallow copy of the event dict, and appends them to
-a :class:`~obs._export_queue.SeverityQueue` (a few microseconds, no I/O). One export
+OTel context, the observed time and a shallow copy of the event dict (the fused path's own
+dict: no copy), and appends them to the worker's lock-free intake (a deque; the lock only
+once a batch waits, see :mod:`obs.otel.intake`; no I/O). One export
 thread per process turns them into SDK ``ReadableLogRecord`` objects and hands batches
 to the real SDK exporter (OTLP gRPC / HTTP, or console), so the SDK's
 ``BatchLogRecordProcessor`` and its sharp edges (oldest-first drops, ``force_flush``
