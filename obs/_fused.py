@@ -51,7 +51,7 @@ _HINTED_MAX = 512
 class FusedLine:
     """Writes a plain call's JSON line directly (see the module docstring)."""
 
-    __slots__ = ("_callsite", "_chain", "_redactor", "_runtime", "_sink", "_stamper")
+    __slots__ = ("_callsite", "_chain", "_hand_over", "_redactor", "_runtime", "_sink", "_stamper")
 
     def __init__(
         self, runtime: Runtime, callsite: AddCallsite, stamper: TimeStamper, redactor: Redactor
@@ -59,6 +59,8 @@ class FusedLine:
         self._runtime = runtime
         self._chain = runtime.processors  # fused only while the chain is this one
         self._sink = runtime.sink  # and while the export sink is this one
+        #: ExportSink.hand_over: the event dict below is built per call, dropped after it
+        self._hand_over = getattr(runtime.sink, "hand_over", None)
         self._callsite = callsite
         self._stamper = stamper
         self._redactor = redactor
@@ -153,5 +155,9 @@ class FusedLine:
         if sink is not None:  # what the chain hands it: the fields, the level and the time
             ed["_obs_level"] = level
             ed["_obs_time_ns"] = ns
-            sink(None, method, ed)
+            hand_over = self._hand_over
+            if hand_over is not None:
+                hand_over(ns, ed)  # taken as it is: no copy, never used here again
+            else:
+                sink(None, method, ed)
         return True

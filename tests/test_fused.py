@@ -222,11 +222,18 @@ def _export_with_spy(
     monkeypatch.setattr(obs.otel.transport, "build_exporter", lambda settings: _NoExport())
     real_call = ExportSink.__call__
 
+    real_hand_over = ExportSink.hand_over
+
     def spy(self: ExportSink, logger: Any, method: str, ed: Any) -> Any:
         seen(ed)
         return real_call(self, logger, method, ed)
 
+    def spy_hand_over(self: ExportSink, time_ns: int, ed: Any) -> None:
+        seen(ed)
+        real_hand_over(self, time_ns, ed)
+
     monkeypatch.setattr(ExportSink, "__call__", spy)
+    monkeypatch.setattr(ExportSink, "hand_over", spy_hand_over)
     obs.configure(
         stdlib_bridge=False,
         logs_exporter="otlp",

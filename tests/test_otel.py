@@ -497,7 +497,7 @@ class TestDelivery:
         def boom() -> None:
             raise OSError("clock broke")
 
-        monkeypatch.setattr(obs.otel.otel_context, "get_current", boom)
+        monkeypatch.setattr(sink, "_context", boom)
         ed = ev("x")
         assert sink(None, "error", ed) is ed
         assert sink(None, "error", ev("y")) is not None

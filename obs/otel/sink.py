@@ -1,8 +1,9 @@
 """OTel export: every event as an OTLP log record, with delivery guarantees.
 
 :class:`ExportSink` is the chain's export processor. The caller thread only captures the
-OTel context, the observed time and a shallow copy of the event dict, and appends them to
-a :class:`~obs._export_queue.SeverityQueue` (a few microseconds, no I/O). One export
+OTel context, the observed time and a shallow copy of the event dict (the fused path's own
+dict: no copy), and appends them to the worker's lock-free intake (a deque; the lock only
+once a batch waits, see :mod:`obs.otel.intake`; no I/O). One export
 thread per process turns them into SDK ``ReadableLogRecord`` objects and hands batches
 to the real SDK exporter (OTLP gRPC / HTTP, or console), so the SDK's
 ``BatchLogRecordProcessor`` and its sharp edges (oldest-first drops, ``force_flush``
@@ -29,10 +30,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import get_logger_provider
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.sdk._logs import LoggerProvider as SDKLoggerProvider
 from opentelemetry.sdk._logs.export import (
     LogRecordExporter,
@@ -41,7 +44,7 @@ from opentelemetry.sdk._logs.export import (
 from obs._spool import Spool, service_dir
 from obs.otel import transport
 from obs.otel.accounting import Report
-from obs.otel.records import CLASS_OF_LEVEL, RecordBuilder, class_of, exception_fields
+from obs.otel.records import RecordBuilder, exception_fields
 from obs.otel.sigterm import SigtermHook
 from obs.otel.state import State
 from obs.otel.transport import ExporterTransport, ProviderTransport, Transport
@@ -66,7 +69,16 @@ class ExportSink:
     hooks; the :class:`~obs.otel.worker.ExportWorker` does the rest.
     """
 
-    __slots__ = ("__weakref__", "_atexit", "_builder", "_settings", "_sigterm", "_worker", "mode")
+    __slots__ = (
+        "__weakref__",
+        "_atexit",
+        "_builder",
+        "_context",
+        "_settings",
+        "_sigterm",
+        "_worker",
+        "mode",
+    )
 
     #: The fused default path may hand events here: this sink reads only the public
     #: fields, ``_obs_level``, ``_obs_time_ns``, ``_obs_no_export`` and ``exc_info``.
@@ -83,6 +95,7 @@ class ExportSink:
         drop_report_interval: float = 5.0,
     ) -> None:
         self._settings = settings
+        self._context = _context_getter()
         notes: list[tuple[str, str, str]] = []
         if settings.otlp_protocol == "http/json" and exporter is None and provider is None:
             notes.append(
@@ -144,23 +157,34 @@ class ExportSink:
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         """Queue the event for export and return it unchanged; never raises or blocks."""
-        worker = self._worker
         try:
-            worker.ready()
             if event_dict.get("_obs_no_export"):
                 return event_dict
-            level = event_dict.get("_obs_level")
-            cls = CLASS_OF_LEVEL.get(level) if type(level) is int else None
-            if cls is None:
-                cls = class_of(event_dict)
             copy = dict(event_dict)
             if "exc_info" in copy:  # a user's own chain without obs' Redactor
                 exception_fields(copy)
-            worker.submit(cls, (time.time_ns(), otel_context.get_current(), copy))
+            worker = self._worker
+            intake = worker.intake  # (its class is the copy's: taken from it later)
+            intake.append((time.time_ns(), self._context(), copy))
+            if len(intake) >= worker.wake_at:  # (read after the append: see ExportWorker)
+                worker.settle()
             event_dict["_obs_exported"] = True  # a chain failing after this: not again
         except Exception as exc:
-            worker.note("otel_enqueue", exc)
+            self._worker.note("otel_enqueue", exc)
         return event_dict
+
+    def hand_over(self, time_ns: int, event_dict: dict[str, Any]) -> None:
+        """Queue a dict nobody uses after this call, its values immutable (the fused path's:
+        public fields, ``_obs_level``, ``_obs_time_ns``), as it is (no copy), observed at
+        ``time_ns``; never raises."""
+        try:
+            worker = self._worker
+            intake = worker.intake
+            intake.append((time_ns, self._context(), event_dict))
+            if len(intake) >= worker.wake_at:
+                worker.settle()
+        except Exception as exc:
+            self._worker.note("otel_enqueue", exc)
 
     @property
     def state(self) -> State:
@@ -216,6 +240,16 @@ class ExportSink:
             return
         self._sigterm = None
         hook.remove()
+
+
+def _context_getter() -> Callable[[], otel_context.Context]:
+    """``opentelemetry.context.get_current`` without its two Python frames: the default
+    runtime context's own ``ContextVar.get`` (else ``get_current`` itself)."""
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    var = getattr(runtime, "_current_context", None)
+    if type(runtime) is ContextVarsRuntimeContext and isinstance(var, ContextVar):
+        return var.get
+    return otel_context.get_current
 
 
 def make_spool(settings: Settings) -> Spool:

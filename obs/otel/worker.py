@@ -9,273 +9,33 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import ReadableLogRecord
 
-from obs._export_queue import SeverityQueue
-from obs._reentry import LOCAL, MarkedLock
-from obs._spool import ReplayResult, Spool
-from obs.levels import WARNING_CLASS
-from obs.otel.accounting import Accounting, Report
-from obs.otel.delivery import Delivery, Disposer, failure_text
-from obs.otel.pacing import MAX_BACKOFF, Pacing
-from obs.otel.records import Captured, Payload, RecordBuilder
-from obs.otel.state import CLOSING_PHASES, Collector, Phase, Signal, State, transition
-from obs.otel.transport import ExportThread, Transport, bounded, endpoint_text
-from obs.settings import Settings
+from obs._spool import ReplayResult
+from obs.otel.delivery import failure_text
+from obs.otel.intake import DISPOSE_CHUNK, WorkerCore
+from obs.otel.pacing import MAX_BACKOFF
+from obs.otel.records import Captured, Payload
+from obs.otel.state import Phase, Signal
+from obs.otel.transport import bounded, endpoint_text
 
 __all__ = ["ExportWorker"]
 
 _SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
 _PROBE_TIMEOUT = 1.0  # one export attempt at shutdown when the collector was just down
 _REPLAY_CHECK_INTERVAL = 1.0
-_DISPOSE_CHUNK = 256  # records spooled per step at shutdown (what shutdown can take over)
 #: What the thread does next: (kind, the batch it took, the request timeout).
 Action = tuple[str, list[tuple[int, Captured]], float]
 _EXIT: Action = ("exit", [], 0.0)
 _REPORT: Action = ("report", [], 0.0)
 
 
-class ExportWorker:
-    """The export thread of one sink, its queue, state and accounting.
-
-    The caller's side (:class:`~obs.otel.sink.ExportSink`) only captures events and calls
-    :meth:`submit`; everything that touches the network or the spool happens here.
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        builder: RecordBuilder,
-        spool: Spool,
-        make_transport: Callable[[], Transport],
-        report: Report,
-        *,
-        mode: str,
-        drop_report_interval: float = 5.0,
-        notes: Sequence[tuple[str, str, str]] = (),
-    ) -> None:
-        self._settings = settings
-        self._builder = builder
-        self._spool = spool
-        self._make_transport = make_transport
-        self._report = report
-        self.mode = mode
-        self._drop_interval = drop_report_interval
-        self._initial_notes = list(notes)
-        self._batch_size = max(
-            1, min(settings.blrp_max_export_batch_size, settings.blrp_max_queue_size)
-        )
-        self._crashes = 0
-        self._transport: Transport | None = make_transport()  # ConfigError now, not later
-        self._state: State = State(Phase.RUNNING, Collector.UP)
-        self._reset_state()
-
-    def start(self) -> None:
-        """Start the thread; it first replays what an earlier process left behind."""
-        with self._cond:
-            self._replay_due = True
-            self._start_thread_locked()
-
-    # -- state -----------------------------------------------------------------------------
-
-    def _signal(self, signal: Signal) -> None:
-        """Apply ``signal`` to the state (the only place the state changes)."""
-        self._state = transition(self._state, signal)
-
-    @property
-    def state(self) -> State:
-        """The current state."""
-        return self._state
-
-    @property
-    def closing(self) -> bool:
-        """Shutdown has begun (or is over)."""
-        return self._state.phase in CLOSING_PHASES
-
-    @property
-    def _closed(self) -> bool:
-        return self._state.phase is Phase.CLOSED or self._state.phase is Phase.ABANDONED
-
-    @property
-    def _abandoned(self) -> bool:
-        return self._state.phase is Phase.ABANDONED
-
-    @property
-    def _down(self) -> bool:
-        return self._state.collector is not Collector.UP
-
-    @property
-    def _give_up(self) -> bool:
-        return self._state.collector is Collector.GONE
-
-    @property
-    def shutdown_ok(self) -> bool:
-        """What the finished (or running) shutdown returned."""
-        return bool(self._shutdown_ok)
-
-    def note(self, where: str, exc: BaseException) -> None:
-        """Remember an internal failure; the thread reports it once per kind."""
-        self._acct.note(where, exc)
-
-    def add_note(self, where: str, kind: str, message: str) -> None:
-        """Remember a failure described by the caller; reported once per kind."""
-        self._acct.notes.append((where, kind, message))
-
-    def ready(self) -> None:
-        """The sink is in use: reports may now go through the runtime."""
-        self._acct.ready = True
-
-    def _reset_state(self) -> None:
-        """Fresh lock, queue and counters (construction, and in a forked child)."""
-        #: Marks its holder as inside a log call: a signal handler or finaliser that logs
-        #: while this thread holds it (a flush, ``delivery()``) is deferred, never waits.
-        self._lock = MarkedLock()
-        self._cond = threading.Condition(self._lock)  # type: ignore[arg-type]
-        self._queue: SeverityQueue[Captured] = SeverityQueue(self._settings.blrp_max_queue_size)
-        self._acct = Accounting(self._report, self._lock, self._drop_interval)
-        self._acct.notes.extend(self._initial_notes)
-        self._initial_notes = []
-        self._delivery = Delivery(lambda: self._transport, self._acct, self._lock)
-        self._disposer = Disposer(self._builder, self._spool, self._acct, self._lock)
-        self._thread: ExportThread | None = None
-        self._inflight: Sequence[tuple[int, Payload]] | None = None
-        self._state = State(Phase.RUNNING, Collector.UP)
-        self._disposing = False
-        self._final_reported = False
-        self._shutdown_ok: bool | None = None
-        self._deadline = 0.0
-        self._reserve = 0.0
-        self._flush_target = 0
-        self._flush_deadline = 0.0
-        self._flush_waiters = 0
-        self._pace = Pacing()
-        self._replay_due = False
-        self._replay_busy = False
-        self._replay_retry_at = 0.0  # when the worker replays the spool on its own (0: no)
-        self._ahead: list[tuple[int, Payload]] = []  # WARNING+ to write ahead (collector down)
-        self._ahead_held: list[tuple[int, Payload]] | None = None  # being written
-        self._ahead_cond = threading.Condition(self._lock)  # type: ignore[arg-type]
-        self._ahead_thread: ExportThread | None = None
-        self._closing_replayed = False
-        self._last_replay_check = 0.0
-        self._next_due = time.monotonic() + self._settings.blrp_schedule_delay_ms / 1000.0
-
-    def after_fork(self) -> None:
-        """The child drops the parent's queued records (the parent exports them), gets a
-        new exporter (sockets and gRPC channels do not survive fork) and its own rank;
-        a child of a closing or closed sink starts closed."""
-        state = transition(self._state, Signal.FORK)
-        self._reset_state()
-        self._state = state
-        self._transport = None
-        self._builder.after_fork()
-
-    def submit(self, cls: int, item: Captured) -> None:
-        """Queue one captured event of severity class ``cls`` (the caller's side: no I/O
-        but a spool write of one record when the queue is full or the sink closed)."""
-        with self._lock.raw if LOCAL.busy else self._lock:  # the chain's call is marked
-            self._acct.counters.enqueued += 1  # sent: then spooled, counted, or queued
-            if self._closed:
-                victim: tuple[int, Payload] | None = (cls, item)
-            elif self._down and cls >= WARNING_CLASS and not self.closing:
-                self._ahead.append((cls, item))  # collector down: written ahead to the spool
-                victim = None
-                if self._ahead_thread is None:
-                    self._ahead_thread = ExportThread(
-                        target=self._write_ahead, name="obs-otel-spool", daemon=True
-                    )
-                    self._ahead_thread.start()
-                elif len(self._ahead) == 1:
-                    self._ahead_cond.notify()
-            else:
-                queue = self._queue
-                victim = queue.put(cls, item)
-                if self._thread is None:
-                    if self._crashes < 3:
-                        self._start_thread_locked()
-                elif len(queue) == self._batch_size:
-                    self._cond.notify()
-        if victim is not None:
-            self._dispose([victim], "after_shutdown" if self._closed else "queue_full")
-
-    def _start_thread_locked(self) -> None:
-        thread = ExportThread(target=self._run, name="obs-otel-export", daemon=True)
-        self._thread = thread
-        thread.start()
-
-    # -- disposal: spool WARNING+, count the rest ----------------------------------------
-
-    def _dispose(self, victims: Sequence[tuple[int, Payload]], reason: str, held: str = "") -> None:
-        """Records that will not be exported now: spooled or counted; replay is scheduled.
-        ``held``: the attribute holding them in flight, emptied as they are counted."""
-        release = (lambda: self._let_go(held)) if held else None
-        written = self._disposer.dispose(victims, reason, release)
-        if written:
-            with self._lock:
-                if not self._replay_retry_at:
-                    self._replay_retry_at = max(self._pace.until, time.monotonic() + 0.5)
-
-    def _let_go(self, held: str) -> None:
-        if not self._abandoned:  # (else shutdown took them over)
-            setattr(self, held, None)
-
-    def _write_ahead(self) -> None:
-        """The write-ahead thread: while the collector is known to be down, WARNING+
-        records go to the spool as they are logged, not after the next failed export
-        (which may hang in a blackholed connection), so a SIGTERM or SIGKILL loses at most
-        the few milliseconds of records not yet written."""
-        while True:
-            with self._lock:
-                while not self._ahead:
-                    if self.closing or self._closed:
-                        self._ahead_thread = None
-                        self._ahead_cond.notify_all()
-                        return
-                    self._ahead_cond.wait(1.0)
-                batch, self._ahead = self._ahead, []
-                self._ahead_held = batch
-            try:
-                self._dispose(batch, "collector_down", "_ahead_held")
-            finally:
-                with self._lock:
-                    self._ahead_held = None
-                    self._replay_due = True  # delivered by replay (also the next probe)
-                    self._ahead_cond.notify_all()
-                    self._cond.notify_all()
-
-    def _take_ahead(self, deadline: float) -> list[tuple[int, Payload]]:
-        """At shutdown: what the write-ahead thread has not taken yet (ours to spool), after
-        waiting until ``deadline`` for the batch it is writing; that one, if still not
-        written, is counted (it may yet be written: counted twice, never lost)."""
-        with self._lock:
-            while self._ahead_held is not None and time.monotonic() < deadline:
-                self._ahead_cond.wait(max(deadline - time.monotonic(), 0.001))
-            if self._ahead_held is not None:
-                for cls, _ in self._ahead_held:
-                    self._acct.counters.drop("shutdown_in_flight", cls)
-                self._ahead_held = None
-            rest: list[tuple[int, Payload]] = list(self._ahead)
-            self._ahead = []
-            self._ahead_cond.notify_all()
-        return rest
-
-    def _dispose_until(
-        self, victims: Sequence[tuple[int, Payload]], reason: str, deadline: float
-    ) -> None:
-        """:meth:`_dispose` chunk by chunk until ``deadline``; what is left then is counted
-        as ``shutdown_timeout`` drops (cheap), so exit stays within its budget."""
-        start = 0
-        while start < len(victims) and time.monotonic() < deadline:
-            self._dispose(victims[start : start + _DISPOSE_CHUNK], reason)
-            start += _DISPOSE_CHUNK
-        if start < len(victims):
-            with self._lock:
-                for cls, _ in victims[start:]:
-                    self._acct.counters.drop("shutdown_timeout", cls)
+class ExportWorker(WorkerCore):
+    """The export thread of one sink (see :class:`~obs.otel.intake.WorkerCore`): builds
+    and delivers batches, replays the spool, flushes and shuts down within a budget."""
 
     # -- the export thread ---------------------------------------------------------------
 
@@ -296,6 +56,7 @@ class ExportWorker:
                 if self._thread is threading.current_thread() and not self.closing:
                     self._crashes += 1  # restarted by the next event, a few times at most
                     self._thread = None
+                    self._rearm()
                 self._cond.notify_all()
 
     def _step(self) -> bool:
@@ -342,9 +103,9 @@ class ExportWorker:
             action = self._open_action_locked(now, request_timeout, delay)
             if action is not None:
                 return action
-            queue, retry = self._queue, self._replay_retry_at
-            wake = max(self._pace.until, self._next_due) - now if queue else delay
-            if retry and not queue:
+            queued, retry = len(self._queue) + len(self.intake), self._replay_retry_at
+            wake = max(self._pace.until, self._next_due) - now if queued else delay
+            if retry and not queued:
                 wake = min(wake, max(retry, self._pace.until) - now)
             self._cond.wait(max(min(wake, delay), 0.005))
 
@@ -363,7 +124,7 @@ class ExportWorker:
             self._signal(Signal.GIVE_UP)  # it asked for later than the deadline: spool
         if self._queue:
             if self._give_up or remaining <= self._reserve:
-                chunk, _ = self._queue.take(_DISPOSE_CHUNK)  # shutdown sees what we hold
+                chunk, _ = self._queue.take(DISPOSE_CHUNK)  # shutdown sees what we hold
                 self._inflight = chunk
                 self._disposing = True
                 return "dispose", chunk, 0.0
@@ -387,22 +148,20 @@ class ExportWorker:
     ) -> Action | None:
         """Running or flushing: a batch when one is due (a flush's first, and at once), a
         replay when due and not backing off, a drop report when due; None: wait."""
-        queue = self._queue
+        queued = len(self._queue) + len(self.intake)
         # a force_flush is waiting (and its deadline has not passed): try now, unless the
         # collector asked for later (Retry-After; obs' own backoff a flush skips)
         flushing = self._state.phase is Phase.FLUSHING and self._flush_deadline > now
         flushing = flushing and not self._pace.asked_wait(now)
         flush_timeout = min(request_timeout, max(self._flush_deadline - now, 0.05))
-        if queue:
+        if queued:
             if flushing and self._flush_pending_locked():
                 return self._take_locked(flush_timeout)
-            if now >= self._pace.until and (
-                len(queue) >= self._batch_size or now >= self._next_due
-            ):
+            if now >= self._pace.until and (queued >= self._batch_size or now >= self._next_due):
                 self._next_due = now + delay
                 return self._take_locked(request_timeout)
         retry = self._replay_retry_at
-        if retry and now >= retry and now >= self._pace.until and not queue:
+        if retry and now >= retry and now >= self._pace.until and not queued:
             self._replay_retry_at = 0.0  # our own schedule: probe the collector, replay
             self._replay_due = True
         if self._replay_due and (flushing or now >= self._pace.until):
@@ -415,6 +174,9 @@ class ExportWorker:
 
     def _take_locked(self, timeout: float) -> Action:
         batch, _ = self._queue.take(self._batch_size)
+        if len(batch) < self._batch_size and self.intake:
+            batch += self._pop_intake_locked(self._batch_size - len(batch))
+        self._rearm()
         self._inflight, self._delivery.counted, self._delivery.handled = batch, 0, 0
         return "export", batch, timeout
 
@@ -488,7 +250,7 @@ class ExportWorker:
         def should_stop() -> bool:
             if self.closing:
                 return self._give_up or time.monotonic() >= self._deadline - self._reserve
-            return self._abandoned or len(self._queue) >= self._batch_size
+            return self._abandoned or len(self._queue) + len(self.intake) >= self._batch_size
 
         try:
             result = self._spool.replay(
@@ -565,6 +327,7 @@ class ExportWorker:
 
     def _wait_flushed(self, deadline: float) -> bool:
         """Wait until everything queued now is handled; False at the deadline."""
+        self._absorb()  # what was logged so far gets its arrival number
         with self._cond:
             if self._closed or self.closing:
                 return False
@@ -614,15 +377,19 @@ class ExportWorker:
                     return bool(self._shutdown_ok)
             self._acct.ready = True
             self._acct.send(force=True)
+            self._absorb()
             with self._cond:
                 before = self._acct.counters.totals()
-                self._signal(Signal.SHUTDOWN)
+                self._signal(Signal.SHUTDOWN)  # callers now queue under the lock
+                late = self._absorb_locked()  # (logged since)
                 self._deadline = deadline
                 self._reserve = min(0.5, budget * 0.2)
                 if self._thread is None and self._queue:
                     self._start_thread_locked()
                 thread = self._thread
                 self._cond.notify_all()
+            if late:
+                self._dispose(late, "queue_full")
             abandoned = self._wait_for(thread, deadline)
             self._dispose_until(self._take_ahead(deadline), "shutdown", deadline)
             with self._cond:
@@ -665,6 +432,7 @@ class ExportWorker:
                         self._acct.counters.exported += done - self._delivery.counted
                         leftovers.extend(held[done:])
                     leftovers.extend(self._queue.drain())
+                    leftovers.extend(self._pop_intake_locked(len(self.intake)))
                 self._dispose_until(leftovers, "shutdown", deadline)
                 return True
         if transport is not None:
@@ -676,4 +444,7 @@ class ExportWorker:
         with self._lock:
             held = max(len(self._inflight or ()) - self._delivery.counted, 0)
             held += len(self._ahead) + len(self._ahead_held or ())
-            return self._acct.counters.snapshot(queued=len(self._queue), in_flight=held)
+            waiting = len(self.intake)  # sent, not counted yet: counted here, as queued
+            stats = self._acct.counters.snapshot(queued=len(self._queue) + waiting, in_flight=held)
+        stats["enqueued"] += waiting
+        return stats
