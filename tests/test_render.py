@@ -287,6 +287,8 @@ class TestInTheChain:
             "logger",
         ] == list(record)[:6]
         assert {
+            "stage",  # an ERROR call of the alert's event is its stage (DESIGN's example)
+            "outcome",
             "rank",
             "local_rank",
             "world_size",
