@@ -187,7 +187,29 @@ def _secret_words(words: tuple[str, ...]) -> bool:
         return True
     if any(w in SECRET_WORDS for w in words):
         return True
-    return any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
+    if any(pair in SECRET_PAIRS for pair in itertools.pairwise(words)):
+        return True
+    return len(words) > 1 and _joined_secret(words)
+
+
+#: The longest secret word: a run of words joined longer than it is no secret word.
+_LONGEST = max(map(len, SECRET_WORDS | SECRET_LAST_WORDS))
+
+
+def _joined_secret(words: tuple[str, ...]) -> bool:
+    """Whether adjacent words written together are a secret word (``pass_word``,
+    ``A_P_I_KEY``): the normaliser ignores ``-``, ``_`` and case, so they do not split one;
+    or, at the end, a last word (``hf_to_ken``)."""
+    last = len(words) - 1
+    for start in range(last):
+        run = words[start]
+        for end in range(start + 1, last + 1):
+            run += words[end]
+            if len(run) > _LONGEST:
+                break
+            if run in SECRET_WORDS or (end == last and run in SECRET_LAST_WORDS):
+                return True
+    return False
 
 
 _SECRET_CACHE: dict[str, bool] = {}
@@ -218,8 +240,8 @@ def is_secret_name(key: str) -> bool:
     if hit is None:
         short = len(key) <= MAX_KEY
         low = key.lower() if short else f"{key[:MAX_KEY]}\0{key[-MAX_KEY:]}".lower()
-        if not _hinted(low):
-            hit = False
+        if not _hinted(low) and (low.isalnum() or not _hinted(_NON_WORD.sub("", low))):
+            hit = False  # no hint, even with the separators the normaliser drops (se_cret)
         elif any(p in low for p in _SECRET_PARTS):
             hit = True
         else:
