@@ -104,3 +104,34 @@ def test_names_near_a_secret_word_stay(key: str) -> None:
     """Names that only hold pieces of a secret word keep their values."""
     assert not is_secret_name(key)
     assert json.loads(_line(key, "field"))[key] == SECRET
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["creds", "db_creds", "aws_cred", "passcode", "AccountKey", "account_key", "master_key",
+     "hmac_key", "auth_key", "deploy_key", "storage_key", "subscription-key",
+     "Ocp-Apim-Subscription-Key", "SharedKey", "license_key"],
+)  # fmt: skip
+@pytest.mark.parametrize("where", WHERE)
+def test_common_secret_names(key: str, where: str) -> None:
+    """Names of credentials in common use (an Azure connection string's ``AccountKey``,
+    ``creds``, a ``passcode``, a ``master_key``) were written as logged."""
+    text = _line(key, where)
+    assert SECRET not in text
+
+
+def test_an_azure_connection_string() -> None:
+    """``AccountKey=S`` inside a connection string: the key goes, the rest stays."""
+    conn = f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={SECRET};Suffix=x"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
+        try:
+            obs.get_logger("app").warning("connect", conn=conn)
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                shown = json.loads(fh.read())["conn"]
+        finally:
+            obs.testing.reset()
+    assert SECRET not in shown
+    assert "AccountName=acct" in shown
