@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import obs
 import obs.testing
-from obs._secrets import SECRET_WORDS, is_secret_name, pair_hint
+from obs._secrets import SECRET_PAIRS, SECRET_WORDS, is_secret_name, pair_hint
 
 SECRET = "Qx7hunter2Qx7"
 WHERE = ["field", "dict_key", "bound", "text", "pairs"]
@@ -135,3 +135,23 @@ def test_an_azure_connection_string() -> None:
             obs.testing.reset()
     assert SECRET not in shown
     assert "AccountName=acct" in shown
+
+
+@given(
+    pair=st.sampled_from(sorted(SECRET_PAIRS)),
+    style=st.sampled_from(["{a}_{b}", "{A}{B}", "{a}{B}", "{A}-{B}", "{a}{b}", "{u}_{v}"]),
+    prefix=st.sampled_from(["", "x_", "azure-", "MY_"]),
+    where=st.sampled_from(WHERE),
+)
+@settings(max_examples=120, deadline=None)
+def test_any_spelling_of_a_secret_pair(
+    pair: tuple[str, str], style: str, prefix: str, where: str
+) -> None:
+    """Every two-word secret name (``AccountKey``, ``master-key``, ``HMAC_KEY``), in any
+    case and separator, after another word: its value is never written."""
+    a, b = pair
+    key = prefix + style.format(
+        a=a, b=b, A=a.capitalize(), B=b.capitalize(), u=a.upper(), v=b.upper()
+    )
+    assert is_secret_name(key)
+    assert SECRET not in _line(key, where)
