@@ -59,6 +59,9 @@ SECRET_WORDS: frozenset[str] = frozenset(
         "cookies",
         "credential",
         "credentials",
+        "cred",
+        "creds",
+        "passcode",
         "authorization",
         "bearer",
         "apikey",
@@ -98,6 +101,15 @@ SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
         ("api", "keys"),
         ("private", "keys"),
         ("access", "keys"),
+        ("account", "key"),  # an Azure connection string's AccountKey
+        ("shared", "key"),
+        ("storage", "key"),
+        ("subscription", "key"),
+        ("master", "key"),
+        ("hmac", "key"),
+        ("auth", "key"),
+        ("deploy", "key"),
+        ("license", "key"),
     }
 )
 #: Substrings that make any key secret, whatever the word boundaries (``dbpassword``).
@@ -159,7 +171,7 @@ _COOKIE_HEADER = lazy(
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
-_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "credential",
+_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "cred",
                  "session", "jwt", "dsn", "bearer", "header", "_pat")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
 #: a message): the same four characters :func:`bearer_hint` looks for first. A scheme's
@@ -187,16 +199,41 @@ def _secret_words(words: tuple[str, ...]) -> bool:
         return False
     if words[-1] in SECRET_LAST_WORDS:
         return True
-    if any(w in SECRET_WORDS for w in words):
+    if any(w in _WHOLE for w in words):
         return True
-    return any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
+    if any(pair in SECRET_PAIRS for pair in itertools.pairwise(words)):
+        return True
+    return len(words) > 1 and _joined_secret(words)
+
+
+#: Secret words, and the pairs written as one word (``accountkey``, ``accesskeys``): the
+#: normaliser drops case and separators, so ``AccessKeys`` and ``accesskeys`` are one name.
+_WHOLE = SECRET_WORDS | {first + second for first, second in SECRET_PAIRS}
+#: The longest secret word: a run of words joined longer than it is no secret word.
+_LONGEST = max(map(len, _WHOLE | SECRET_LAST_WORDS))
+
+
+def _joined_secret(words: tuple[str, ...]) -> bool:
+    """Whether adjacent words written together are a secret word (``pass_word``,
+    ``A_P_I_KEY``): the normaliser ignores ``-``, ``_`` and case, so they do not split one;
+    or, at the end, a last word (``hf_to_ken``)."""
+    last = len(words) - 1
+    for start in range(last):
+        run = words[start]
+        for end in range(start + 1, last + 1):
+            run += words[end]
+            if len(run) > _LONGEST:
+                break
+            if run in _WHOLE or (end == last and run in SECRET_LAST_WORDS):
+                return True
+    return False
 
 
 _SECRET_CACHE: dict[str, bool] = {}
 #: Letters every secret word, last word and pair holds one of (lower case): a name with
 #: none of them is not secret, decided by C-level searches (no word split). Spelled out in
 #: :func:`_hinted` (a generator over this tuple costs four times as much).
-NAME_HINTS = ("pass", "pwd", "secret", "cookie", "credential", "auth", "bearer", "key",
+NAME_HINTS = ("pass", "pwd", "secret", "cookie", "cred", "auth", "bearer", "key",
               "token", "session", "jwt", "dsn", "header", "pat")  # fmt: skip
 
 
@@ -205,7 +242,7 @@ def _hinted(low: str) -> bool:
     return (
         "key" in low or "token" in low or "pass" in low or "auth" in low or "secret" in low
         or "pwd" in low or "cookie" in low or "session" in low or "pat" in low
-        or "header" in low or "credential" in low or "bearer" in low or "jwt" in low
+        or "header" in low or "cred" in low or "bearer" in low or "jwt" in low
         or "dsn" in low
     )  # fmt: skip
 
@@ -220,8 +257,8 @@ def is_secret_name(key: str) -> bool:
     if hit is None:
         short = len(key) <= MAX_KEY
         low = key.lower() if short else f"{key[:MAX_KEY]}\0{key[-MAX_KEY:]}".lower()
-        if not _hinted(low):
-            hit = False
+        if not _hinted(low) and (low.isalnum() or not _hinted(_NON_WORD.sub("", low))):
+            hit = False  # no hint, even with the separators the normaliser drops (se_cret)
         elif any(p in low for p in _SECRET_PARTS):
             hit = True
         else:

@@ -421,8 +421,8 @@ class TestRedactor:
     def test_only_obs_own_flat_mark_skips_the_walk(self, mark: object) -> None:
         """Whatever a caller puts under ``_obs_flat``, nested values are still walked and
         redacted; only obs' own :data:`FLAT` object says "plain scalars, skip the walk"."""
-        out = Redactor()(None, "info", {"creds": {"password": "p"}, "_obs_flat": mark})
-        assert {"password": REDACTED} == out["creds"]
+        out = Redactor()(None, "info", {"cfg": {"password": "p"}, "_obs_flat": mark})
+        assert {"password": REDACTED} == out["cfg"]
         assert {"n": 1, "_obs_flat": FLAT} == Redactor()(None, "info", {"n": 1, "_obs_flat": FLAT})
 
     @given(

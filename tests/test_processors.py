@@ -82,15 +82,15 @@ class TestFlatMark:
         log, out = user_chain
         try:
             if how == "keyword":
-                log.info("kw", creds={"password": "hunter2SECRET"}, _obs_flat=True)
+                log.info("kw", cfg={"password": "hunter2SECRET"}, _obs_flat=True)
             else:
                 structlog.contextvars.bind_contextvars(_obs_flat=True)
-                log.info("cv", creds={"password": "hunter2SECRET"})
+                log.info("cv", cfg={"password": "hunter2SECRET"})
         finally:
             structlog.contextvars.clear_contextvars()
         record = json.loads(out.getvalue())
         assert ({"password": "[REDACTED]"}, "hunter2SECRET" in out.getvalue()) == (
-            record["creds"],
+            record["cfg"],
             False,
         )
 
