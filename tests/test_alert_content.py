@@ -28,9 +28,13 @@ def _alerts(path: Path) -> list[dict[str, Any]]:
     return [x for x in _lines(path) if x.get("event") == ALERT]
 
 
+def _fail(message: str) -> None:
+    raise KeyError(message)
+
+
 def _raise_and_log(message: str, log: Any) -> None:
     try:
-        raise KeyError(message)
+        _fail(message)
     except KeyError:
         log.exception(ALERT, once=True)
 
@@ -60,10 +64,13 @@ class TestAlertStage:
         method=st.sampled_from(["error", "exception", "critical", "error_once", "log", "stdlib"]),
         level=st.sampled_from(["INFO", "ERROR", "CRITICAL"]),
     )
-    def test_any_stage_any_method(self, tmp_path_factory: Any, stage: str, method: str, level: str) -> None:
+    def test_any_stage_any_method(
+        self, tmp_path_factory: Any, stage: str, method: str, level: str
+    ) -> None:
         """Whatever stage the call gives, on every ERROR-level method and the stdlib
         route, under any OBS_LEVEL, the alert is written once at ERROR or above."""
         path = tmp_path_factory.mktemp("s") / "f.jsonl"
+        obs.testing.reset()
         obs.configure(file=str(path), format="json", level=level)
         log = obs.get_logger("app")
         if method == "log":
@@ -95,6 +102,7 @@ class TestAlertDedupContent:
     def test_each_distinct_exception_once(self, tmp_path_factory: Any, messages: list[str]) -> None:
         """Any sequence of handled errors: one alert per distinct exception message."""
         path = tmp_path_factory.mktemp("d") / "f.jsonl"
+        obs.testing.reset()
         obs.configure(file=str(path), format="json")
         log = obs.get_logger("app")
         for message in messages:
@@ -125,9 +133,15 @@ class TestDropInOnceKeywords:
     @settings(max_examples=40)
     @given(
         kw=st.dictionaries(
-            st.sampled_from(["exc_info", "stack_info", "extra", "stacklevel", "scope", "foo", "msg"]),
-            st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4),
-                      st.just({"k": 1}), st.just(ValueError("e"))),  # fmt: skip
+            st.sampled_from(["exc_info", "stack_info", "extra", "stacklevel", "scope", "foo"]),
+            st.one_of(
+                st.none(),
+                st.booleans(),
+                st.integers(),
+                st.text(max_size=4),
+                st.just({"k": 1, "msg": 2, 3: 4}),
+                st.just(ValueError("e")),
+            ),
             max_size=4,
         ),
         method=st.sampled_from(["debug_once", "info_once", "warning_once", "error_once"]),
