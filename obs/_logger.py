@@ -22,7 +22,7 @@ from obs._secrets import scrub_name
 from obs.dedup import HIT_DUE
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
-from obs.severity import ALERT_LEVEL, alert_stage
+from obs.severity import ALERT_LEVEL, claim_alert
 
 if TYPE_CHECKING:
     from obs._config import Holder
@@ -116,16 +116,14 @@ class BoundLogger:
     def error(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR."""
         rt = self._holder.runtime or self._holder.ensure()
-        if "stage" not in kw:
-            _alert(event, kw)
+        _alert(event, kw)
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             rt.log(self, _E, "error", event, kw, args)
 
     def exception(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at ERROR with the exception being handled."""
         rt = self._holder.runtime or self._holder.ensure()
-        if "stage" not in kw:
-            _alert(event, kw)
+        _alert(event, kw)
         if (rt.effective_level(_E, kw["stage"]) if "stage" in kw else _E) >= rt.level:
             kw.setdefault("exc_info", True)
             rt.log(self, _E, "error", event, kw, args)
@@ -133,8 +131,7 @@ class BoundLogger:
     def critical(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at CRITICAL."""
         rt = self._holder.runtime or self._holder.ensure()
-        if "stage" not in kw:
-            _alert(event, kw)
+        _alert(event, kw)
         if (rt.effective_level(_C, kw["stage"]) if "stage" in kw else _C) >= rt.level:
             rt.log(self, _C, "critical", event, kw, args)
 
@@ -146,7 +143,7 @@ class BoundLogger:
         rt = self._holder.runtime or self._holder.ensure()
         if type(level) is not int or not 0 <= level <= 100:
             level = _level_of(rt, level)
-        if level >= ALERT_LEVEL and "stage" not in kw:
+        if level >= ALERT_LEVEL:
             _alert(event, kw)
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
             if kw.get("once"):
@@ -178,7 +175,7 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
                 if hit == HIT_DUE:
                     rt.emit_summaries()
                 return
-        if alerting and "stage" not in kw:
+        if alerting:
             _alert(event, kw)
         if "stage" in kw:
             if rt.effective_level(level, kw["stage"]) >= rt.level:
@@ -193,12 +190,10 @@ def _once_method(level: int, method: str) -> Callable[..., None]:
 
 
 def _alert(event: object, kw: dict[str, Any]) -> None:
-    """Give an ERROR call of an event named after an alert stage and given no ``stage``
-    (``log.error("workspace_terminal_failure")``) that stage, as ``stage=`` would: the alert
-    keys on the name, so neither ``OBS_LEVEL`` nor the export level may drop it."""
-    stage = alert_stage(kw.get("event") if event is NO_EVENT else event)
-    if stage is not None:
-        kw["stage"] = stage
+    """Give an ERROR call of an event named after an alert stage
+    (``log.error("workspace_terminal_failure")``) that stage, as ``stage=`` would, whatever
+    stage it gave (:func:`obs.severity.claim_alert`): no level and no stage may drop it."""
+    claim_alert(kw.get("event") if event is NO_EVENT else event, kw)
 
 
 def _quiet(loud: Callable[..., None]) -> Callable[..., None]:

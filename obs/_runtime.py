@@ -57,7 +57,7 @@ from obs.render import (
 )
 from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
-from obs.severity import ALERT_LEVEL, DEFAULT_POLICY, StagePolicy, TagSeverity, alert_stage
+from obs.severity import ALERT_LEVEL, DEFAULT_POLICY, StagePolicy, TagSeverity, claim_alert
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, Processor
@@ -474,10 +474,8 @@ class Runtime:
             self._fallback(record_minimal(record), exc)
             return
         level = ed["_obs_level"]
-        if level >= ALERT_LEVEL and "stage" not in ed:  # the alert's event by name
-            stage = alert_stage(ed.get("event"))
-            if stage is not None:
-                ed["stage"] = stage
+        if level >= ALERT_LEVEL:  # the alert's event by name, whatever stage it gave
+            claim_alert(ed.get("event"), ed)
         if "stage" in ed:
             level = self.effective_level(level, ed["stage"])
             if level < self.level:  # the stage lowered it below what is logged

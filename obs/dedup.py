@@ -419,7 +419,7 @@ class Dedup:
         level = level if type(level) is int else 0
         event = event_dict.get("event", "")
         event = event if type(event) is str else safe_repr(event, 200)
-        key = make_key(name, level, event, event_dict, once_key)
+        key = make_key(name, level, event, _with_exception(event_dict), once_key)
         stage = event_dict.get("stage")
         alert = type(stage) is str and stage in self._alerts
         if alert:  # one rank's alert is never another's repeat (a forked child's rank)
@@ -450,6 +450,16 @@ class Dedup:
         if self._on_bad_argument is not None:
             self._on_bad_argument(name, value)
         return None
+
+
+def _with_exception(event_dict: EventDict) -> EventDict:
+    """The fields the key is made of: ``exc_info=True`` stands for the exception being
+    handled (two different failures logged from ``except`` blocks are two keys)."""
+    exc_info = event_dict.get("exc_info")
+    if exc_info is None or exc_info is False or isinstance(exc_info, (BaseException, tuple)):
+        return event_dict
+    handled = sys.exc_info()[1]
+    return event_dict if handled is None else {**event_dict, "exc_info": handled}
 
 
 # -- the *_once fast path ----------------------------------------------------------------

@@ -17,6 +17,7 @@ __all__ = [
     "StageRule",
     "TagSeverity",
     "alert_stage",
+    "claim_alert",
     "level_name",
     "severity_number",
 ]
@@ -24,8 +25,8 @@ __all__ = [
 import dataclasses
 import enum
 import logging
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from obs.levels import (
     LEVEL_BY_METHOD,
@@ -129,6 +130,18 @@ def alert_stage(event: object) -> str | None:
             if str.endswith(event, suffix) or str.__eq__(event, stage) is True:
                 return stage
     return None
+
+
+def claim_alert(event: object, fields: MutableMapping[str, Any]) -> None:
+    """Give an ERROR call of an event named after an alert stage that stage, whatever
+    ``stage`` it gave (another one is kept as ``user.stage``): the alert keys on the name,
+    so neither a level filter nor a caller's stage (``stage="attempt"``: DEBUG) drops it."""
+    stage = alert_stage(event)
+    if stage is not None:
+        given = fields.get("stage", stage)
+        if given is not stage and DEFAULT_POLICY.canonical(given) != stage:
+            fields.setdefault("user.stage", given)
+        fields["stage"] = stage
 
 
 #: Longer text is never taken for a stage's spelling (keeps :meth:`StagePolicy.canonical`

@@ -39,7 +39,8 @@ __all__ = [
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from types import MethodType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -55,6 +56,9 @@ from obs._config import STATE
 from obs.dedup import HIT_DUE, OVERFLOW, OnceCache
 from obs.levels import METHOD_BY_LEVEL
 from obs.settings import DEFAULT_ADOPT_LOGGERS
+
+if TYPE_CHECKING:
+    from obs._runtime import Runtime
 
 
 class Handler(logging.Handler):
@@ -126,16 +130,16 @@ class VllmLogger(logging.Logger):
     if TYPE_CHECKING:  # made by _once_method below: one body, the level a closure constant
 
         def debug_once(
-            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1, **kw: Any
         ) -> None: ...
         def info_once(
-            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1, **kw: Any
         ) -> None: ...
         def warning_once(
-            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1, **kw: Any
         ) -> None: ...
         def error_once(
-            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1
+            self, msg: object, *args: Any, scope: object = "local", stacklevel: int = 1, **kw: Any
         ) -> None: ...
 
 
@@ -145,14 +149,22 @@ _LOCAL = "local"
 _GLOBAL = "global"
 
 
-def _once_method(level: int, name: str) -> Callable[..., None]:
+def _once_method(level: int, name: str) -> Callable[..., None]:  # noqa: C901 - hot path, inlined
     """``<name>_once``: a plain suppressed repeat is answered here (the level checked as
     ``isEnabledFor`` does, from its cache; then the runtime's once cache), anything else
     goes to :func:`_once`."""
 
     def once(
-        self: logging.Logger, msg: object, *args: Any, scope: object = _LOCAL, stacklevel: int = 1
+        self: logging.Logger,
+        msg: object,
+        *args: Any,
+        scope: object = _LOCAL,
+        stacklevel: int = 1,
+        **kwargs: Any,
     ) -> None:
+        if kwargs:  # logging's exc_info=, stack_info=, extra= (or a stray keyword)
+            _once(self, level, msg, args, scope, stacklevel, kwargs)
+            return
         try:  # isEnabledFor, inlined: its own per-level cache (a miss: the method fills it)
             enabled = not self.disabled and self._cache[level]  # type: ignore[attr-defined]
         except Exception:
@@ -188,25 +200,65 @@ def _once(  # noqa: PLR0917 - the drop-in's arguments, passed on
     args: tuple[Any, ...],
     scope: object,
     stacklevel: object = 1,
+    kwargs: dict[str, Any] | None = None,
 ) -> None:
     """Log once per key on the selected ranks: scope is decided before the key is used,
     the key is a stable encoding (no eviction re-fire, unhashable args fine, nothing kept
-    alive), and repeats are counted by the current runtime."""
+    alive), and repeats are counted by the current runtime. ``kwargs``: logging's keywords
+    (:func:`_logging_keywords`); the exception and ``extra`` are part of the key."""
+    runtime = STATE.runtime or STATE.ensure()
+    extra: dict[str, Any] = {}
+    passed: dict[str, Any] = {}
+    key_args = args
+    if kwargs:
+        passed, extra, keyed = _logging_keywords(runtime, kwargs)
+        key_args = (*args, keyed)
     try:
-        admitted = (STATE.runtime or STATE.ensure()).admit_once(
-            logger.name, level, msg, args, scope
-        )
+        admitted = runtime.admit_once(logger.name, level, msg, key_args, scope)
     except Exception:  # fail open, as vLLM's rank checks do
         admitted = True
     if not admitted:
         return
-    extra = {"scope": scope}
+    extra["scope"] = scope
     if admitted == OVERFLOW:
         extra["dedup_overflow"] = True
     # stacklevel 3: _once -> *_once -> the caller's line; a caller's stacklevel=n (its
     # own helper's caller, as logging takes it) adds n - 1 (an odd value is ignored).
     more = stacklevel - 1 if type(stacklevel) is int and stacklevel > 1 else 0
-    logger.log(level, msg, *args, stacklevel=3 + more, extra=extra)
+    logger.log(level, msg, *args, stacklevel=3 + more, extra=extra, **passed)
+
+
+#: A ``LogRecord``'s own attributes: an ``extra`` key naming one would make logging raise.
+_RECORD_NAMES = frozenset(
+    (*vars(logging.LogRecord("", 0, "", 0, "", (), None)), "message", "asctime", "scope")
+)
+
+
+def _logging_keywords(
+    runtime: Runtime, kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], tuple[tuple[str, object], ...]]:
+    """``logging``'s keywords of a drop-in ``*_once`` call: those passed on (``exc_info``,
+    ``stack_info``), the ``extra`` fields (a record attribute's name as ``user.<name>``),
+    and what the dedup key adds (the exception, not ``True``; the extra fields). Any other
+    keyword is reported once and ignored: vLLM's raised TypeError into the application."""
+    passed: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if name in ("exc_info", "stack_info"):
+            passed[name] = value
+        elif name == "extra" and isinstance(value, Mapping):
+            with contextlib.suppress(Exception):  # a hostile mapping: its fields are left out
+                for key, v in value.items():
+                    field = key if type(key) is str else repr(key)
+                    extra[f"user.{field}" if field in _RECORD_NAMES else field] = v
+        else:
+            runtime._bad_argument(name, value, "a logging keyword", "ignored")
+    exc = passed.get("exc_info")
+    if isinstance(exc, tuple) and len(exc) == 3:
+        exc = exc[1]
+    elif exc is not None and exc is not False and not isinstance(exc, BaseException):
+        exc = sys.exc_info()[1]
+    return passed, extra, (("exc_info", exc), ("extra", tuple(extra.items())))
 
 
 _ONCE_METHODS = {
