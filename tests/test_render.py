@@ -286,8 +286,9 @@ class TestInTheChain:
             "body",
             "logger",
         ] == list(record)[:6]
+        # An ERROR call of the alert's event is its stage (DESIGN's example has both).
         assert {
-            "stage",  # an ERROR call of the alert's event is its stage (DESIGN's example)
+            "stage",
             "outcome",
             "rank",
             "local_rank",
