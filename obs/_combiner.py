@@ -156,6 +156,8 @@ class Combiner(Generic[T]):
         rounds = 0
         try:
             while queue and (exiting or rounds < HOLDER_ROUNDS):
+                if self.blocked and not exiting:  # the reader takes no more: the backlog
+                    break  # is the writer thread's (taking it in hand costs its length)
                 rounds += 1
                 # Past QUEUE_MAX (or while exiting) wait a little for the writer; never
                 # forever, so even a nested call could not hang on its own lock.
