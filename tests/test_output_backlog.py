@@ -81,3 +81,45 @@ def test_callers_stay_off_the_backlog_with_any_threads(lines: int, threads: int)
     """Any number of lines from 1 to 4 threads behind a full pipe: callers together take
     at most one queued line in hand per line logged."""
     assert taken_by_callers(lines, threads) <= lines * threads
+
+
+_BOUNDED = textwrap.dedent(
+    """
+    import fcntl, os, sys
+    flags = fcntl.fcntl(2, fcntl.F_GETFL)
+    fcntl.fcntl(2, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(2, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    fcntl.fcntl(2, fcntl.F_SETFL, flags)
+    import obs, obs._combiner as c
+    from obs._config import STATE
+    obs.configure(format="json", stream="stderr", logs_exporter="none")
+    log = obs.get_logger("t")
+    for i in range(c.QUEUE_MAX + 500):
+        log.info("line", i=i)
+    combiner = STATE.runtime.output.stream._combiner
+    print(len(combiner.queue), c.QUEUE_MAX, STATE.runtime.output.dropped, flush=True)
+    os._exit(0)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_the_backlog_of_a_stalled_pipe_is_bounded_and_counted() -> None:
+    """QUEUE_MAX + 500 lines behind a pipe nobody reads: at most QUEUE_MAX wait (each a
+    compact copy), the rest is counted as dropped, and no call waits (on main each call
+    past QUEUE_MAX waited a second for the writer, which waits on the reader forever)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OBS_", "OTEL_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    with subprocess.Popen(
+        [sys.executable, "-c", _BOUNDED], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:  # stderr is never read
+        try:
+            queued, limit, dropped = map(int, proc.stdout.readline().split())  # type: ignore[union-attr]
+        finally:
+            proc.kill()
+    assert queued <= limit
+    assert 400 <= dropped <= 500  # a few went into the writer's batch before the limit
