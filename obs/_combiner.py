@@ -137,6 +137,12 @@ class Combiner(Generic[T]):
             finally:
                 lock.release()
             return failed + self.drain() if queue else failed  # queued meanwhile: ours
+        if self.blocked and not _EXITING[0]:  # a reader that takes no more: the backlog
+            if len(queue) >= QUEUE_MAX:  # is the writer thread's, and bounded: counted
+                return 1
+            queue.append(item)
+            self._hand_off()
+            return 0
         queue.append(item)
         return self.drain()
 

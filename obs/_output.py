@@ -190,6 +190,8 @@ class StreamSink:
         combiner = self._combiner
         lock = combiner.lock
         if combiner.queue or not lock.acquire(False):
+            if combiner.blocked:  # it waits for a reader: a copy without orjson's spare room
+                data = bytes(memoryview(data))  # (8 KB a line otherwise, for as long)
             return combiner.submit((stream, data))  # another thread is writing: it takes it
         failed = 0
         try:
