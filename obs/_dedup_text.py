@@ -26,7 +26,14 @@ def key_text(key: Key) -> str:
     as the record's body shows them, formatted into ``msg`` and scrubbed, never as
     ``0=value``: a value is only ever redacted by its name, and theirs say nothing.
     """
-    parts = [str(p) for p in key[:3]]
+    try:
+        return _key_text(key)
+    except Exception:  # never raises into a log call: a hostile part reads as its repr
+        return safe_repr(key, 300)
+
+
+def _key_text(key: Key) -> str:
+    parts = [p if type(p) is str else safe_repr(p, 200) for p in key[:3]]  # never str()
     rest = key[3:]
     if rest and len(rest) % 2 == 0:
         args = dict(zip(rest[0::2], map(_key_value, rest[1::2]), strict=True))
@@ -37,9 +44,10 @@ def key_text(key: Key) -> str:
     for i in range(0, len(rest) - 1, 2):
         name, value = rest[i], rest[i + 1]
         shown = REDACTED if is_secret_key(name) else _shown(value)
+        shown = shown if type(shown) is str else safe_repr(shown, 200)
         pairs.append(f"{safe_repr(name, 100) if type(name) is not str else name}={shown}")
     if len(rest) % 2:
-        pairs.append(str(rest[-1]))
+        pairs.append(rest[-1] if type(rest[-1]) is str else safe_repr(rest[-1], 200))
     text = ":".join(parts) + (" " + " ".join(pairs) if pairs else "")
     text = scrub_text(text if len(text) <= 600 else cut_tail(text[:600]))  # no half credential
     return text if len(text) <= 300 else text[:300] + "..."

@@ -583,7 +583,9 @@ class Runtime:
         for summary in deduper.drain():
             level = summary.pop("_obs_level") or logging.WARNING
             logger = summary.pop("_obs_logger") or "obs"
-            summary["original_event"] = scrub_text(str(summary["original_event"]))
+            event = summary["original_event"]
+            event = event if type(event) is str else safe_repr(event, 200)  # never str()
+            summary["original_event"] = scrub_text(event)
             self._report_internal(LogRepeatsSuppressed(**summary), level, logger=logger)
 
     def _report_drops(self) -> None:

@@ -281,6 +281,7 @@ class Deduper:
                         return self._admit_overflow(now)
                     if len(self._entries) >= self._capacity + ALERT_RESERVE:
                         return OVERFLOW
+                event = event if type(event) is str else safe_repr(event, 200)  # text only
                 self._entries[key] = _Entry(key_text(key), event, level, logger, now)
                 return True
             entry.seen += 1
