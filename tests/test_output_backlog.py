@@ -17,11 +17,9 @@ from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Fills its stderr pipe, then logs; prints how many queued lines callers took in hand.
-_CHILD = textwrap.dedent(
+#: A child's first lines: its stderr pipe filled (nobody reads it), left blocking.
+_FILL_STDERR = textwrap.dedent(
     """
-    import fcntl, os, sys, threading
-    sys.setswitchinterval(30)  # the GIL changes hands only where obs itself waits
     flags = fcntl.fcntl(2, fcntl.F_GETFL)
     fcntl.fcntl(2, fcntl.F_SETFL, flags | os.O_NONBLOCK)
     try:
@@ -30,6 +28,15 @@ _CHILD = textwrap.dedent(
     except BlockingIOError:
         pass
     fcntl.fcntl(2, fcntl.F_SETFL, flags)
+    """
+)
+
+#: Fills its stderr pipe, then logs; prints how many queued lines callers took in hand.
+_CHILD = textwrap.dedent(
+    """
+    import fcntl, os, sys, threading
+    sys.setswitchinterval(30)  # the GIL changes hands only where obs itself waits
+    FILL_STDERR
     import obs, obs._combiner as c
     callers = set()
     taken = [0]
@@ -51,7 +58,7 @@ _CHILD = textwrap.dedent(
     print(taken[0], flush=True)
     os._exit(0)
     """
-)
+).replace("FILL_STDERR\n", _FILL_STDERR.lstrip("\n"))
 
 
 def taken_by_callers(lines: int, threads: int) -> int:
@@ -86,14 +93,7 @@ def test_callers_stay_off_the_backlog_with_any_threads(lines: int, threads: int)
 _BOUNDED = textwrap.dedent(
     """
     import fcntl, os, sys
-    flags = fcntl.fcntl(2, fcntl.F_GETFL)
-    fcntl.fcntl(2, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-    try:
-        while True:
-            os.write(2, b"x" * 4096)
-    except BlockingIOError:
-        pass
-    fcntl.fcntl(2, fcntl.F_SETFL, flags)
+    FILL_STDERR
     import obs, obs._combiner as c
     from obs._config import STATE
     obs.configure(format="json", stream="stderr", logs_exporter="none")
@@ -104,7 +104,7 @@ _BOUNDED = textwrap.dedent(
     print(len(combiner.queue), c.QUEUE_MAX, STATE.runtime.output.dropped, flush=True)
     os._exit(0)
     """
-)
+).replace("FILL_STDERR\n", _FILL_STDERR.lstrip("\n"))
 
 
 @pytest.mark.timeout(120)
