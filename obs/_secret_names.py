@@ -114,15 +114,17 @@ _TRAILING_WORDS = frozenset({"v", "b", "base", "old", "new", "prev", "previous",
 
 
 def secret_words(words: tuple[str, ...]) -> bool:
+    """Whether a name's words (:func:`key_words`) name a secret: a secret word, a last
+    word, a pair, or words written apart that together are one."""
     while words and (words[-1].isdigit() or words[-1] in _TRAILING_WORDS):
         words = words[:-1]  # a number or a version after the name: the name decides
     if not words:
         return False
     if words[-1] in SECRET_LAST_WORDS:
         return True
-    if any(w in _WHOLE for w in words):
+    if not _WHOLE.isdisjoint(words):  # C-level set tests, not a generator per word
         return True
-    if any(pair in SECRET_PAIRS for pair in itertools.pairwise(words)):
+    if not SECRET_PAIRS.isdisjoint(itertools.pairwise(words)):
         return True
     return len(words) > 1 and _joined_secret(words)
 
@@ -131,22 +133,28 @@ def secret_words(words: tuple[str, ...]) -> bool:
 #: normaliser drops case and separators, so ``AccessKeys`` and ``accesskeys`` are one name.
 _WHOLE = SECRET_WORDS | {first + second for first, second in SECRET_PAIRS}
 #: The longest secret word: a run of words joined longer than it is no secret word.
-_LONGEST = max(map(len, _WHOLE | SECRET_LAST_WORDS))
+_JOINED = _WHOLE | SECRET_LAST_WORDS
+#: Every proper start of such a word: a run of words that is none is no secret word's start.
+_STARTS = frozenset(word[:n] for word in _JOINED for n in range(1, len(word)))
 
 
 def _joined_secret(words: tuple[str, ...]) -> bool:
     """Whether adjacent words written together are a secret word (``pass_word``,
     ``A_P_I_KEY``): the normaliser ignores ``-``, ``_`` and case, so they do not split one;
-    or, at the end, a last word (``hf_to_ken``)."""
+    or, at the end, a last word (``hf_to_ken``). A run is extended only while it is a
+    secret word's start: a set lookup or two per word, whatever the name."""
     last = len(words) - 1
+    starts = _STARTS
     for start in range(last):
         run = words[start]
+        if run not in starts:
+            continue
         for end in range(start + 1, last + 1):
             run += words[end]
-            if len(run) > _LONGEST:
-                break
             if run in _WHOLE or (end == last and run in SECRET_LAST_WORDS):
                 return True
+            if run not in starts:
+                break
     return False
 
 
