@@ -12,6 +12,10 @@ Layout of the spool directory (created 0700; files 0600, opened with ``O_NOFOLLO
     the replayer moves them here, as they were, for the version that wrote them, and
     counts them (:attr:`ReplayResult.kept`). They count against the size bound; ``purge``
     deletes them.
+``spool.lost.json``
+    obs' own loss reports the spool had no room for (a small bound, a long outage), one
+    per kind, the counts of a kind merged (``keep_lost``): the count of what a full spool
+    refused is persisted, never itself lost; a replay exports them first.
 ``spool.replay.jsonl`` and ``spool.replay.offset``
     A replayer, holding ``replay.lock`` (exclusive, non-blocking: a second process simply
     skips), renames ``spool.jsonl`` to ``spool.replay.jsonl`` (atomic; new writers start a
@@ -65,6 +69,11 @@ _SPOOL = "spool.jsonl"
 _REPLAY = "spool.replay.jsonl"
 _OFFSET = "spool.replay.offset"
 _OTHER = "spool.other.jsonl"
+_LOST = "spool.lost.json"
+#: Kinds of loss reports ``spool.lost.json`` keeps (reasons, places of failure): a bound.
+_MAX_LOST = 64
+#: How a kept loss report and a newer one of its kind become one.
+Merge = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 #: The spool line format this version writes and replays (a line without "v" is one).
 VERSION = 1
 _LOCK = "replay.lock"
@@ -215,7 +224,7 @@ class Spool:
         except OSError:
             pass
         try:
-            return self._exists(_REPLAY)
+            return self._exists(_REPLAY) or self._exists(_LOST)
         except OSError:
             return False
 
@@ -394,9 +403,67 @@ class Spool:
         with self._replay_lock() as held:
             if not held:
                 return False
-            for name in (_SPOOL, _REPLAY, _OFFSET, _OTHER):
+            for name in (_SPOOL, _REPLAY, _OFFSET, _OTHER, _LOST):
                 self._unlink(name)
             return True
+
+    def keep_lost(self, docs: dict[str, dict[str, Any]], merge: Merge) -> None:
+        """Persist loss reports the spool had no room for in ``spool.lost.json``, one per
+        key (a report of a kept key is merged into it); at most ``_MAX_LOST`` keys."""
+        with marked(self._locked_spool()):
+            table = self._read_lost()
+            for key, doc in docs.items():
+                if key in table:
+                    table[key] = merge(table[key], doc)
+                elif len(table) < _MAX_LOST:
+                    table[key] = doc
+            self._write_lost(table)
+
+    def _read_lost(self) -> dict[str, dict[str, Any]]:
+        try:
+            f = self._open_read(_LOST)
+            if f is None:
+                return {}
+            with f:
+                table = json.loads(f.read())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(table, dict):
+            return {}
+        return {k: v for k, v in table.items() if isinstance(k, str) and isinstance(v, dict)}
+
+    def _write_lost(self, table: dict[str, dict[str, Any]]) -> None:
+        dir_fd = self._dir()
+        tmp = f"{_LOST}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600, dir_fd=dir_fd)
+        try:
+            data = json.dumps(table, separators=(",", ":"), default=str).encode()
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        finally:
+            os.close(fd)
+        os.replace(tmp, _LOST, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+    def _replay_lost(
+        self,
+        export: Callable[[list[dict[str, Any]]], bool | int],
+        merge: Merge,
+        result: ReplayResult,
+    ) -> bool:
+        """Export the kept loss reports (taken out; what is not delivered is kept again)."""
+        with marked(self._locked_spool()):
+            table = self._read_lost()
+            self._unlink(_LOST)
+        if not table:
+            return True
+        keys = list(table)
+        done = export([table[k] for k in keys])
+        n = len(keys) if done is True else int(done)
+        result.replayed += n
+        if n < len(keys):
+            self.keep_lost({k: table[k] for k in keys[n:]}, merge)
+        return n >= len(keys)
 
     @contextlib.contextmanager
     def _replay_lock(self) -> Iterator[bool]:
@@ -420,6 +487,7 @@ class Spool:
         export: Callable[[list[dict[str, Any]]], bool | int],
         batch_size: int,
         should_stop: Callable[[], bool] = lambda: False,
+        merge: Merge | None = None,
     ) -> ReplayResult:
         """Export spooled records in batches through ``export``: True = all delivered,
         False = none, an int n = the first n done (the rest not delivered: a collector
@@ -428,6 +496,7 @@ class Spool:
 
         Holds ``replay.lock`` for the duration; returns ``skipped`` when another process
         holds it. Stops at the first failed batch (resumable) or when ``should_stop()``.
+        With ``merge``, the kept loss reports (:meth:`keep_lost`) are exported first.
         """
         result = ReplayResult()
         if not self.pending():
@@ -435,6 +504,9 @@ class Spool:
         with self._replay_lock() as held:
             if not held:
                 result.skipped = True
+                return result
+            if merge is not None and not self._replay_lost(export, merge, result):
+                result.failed = True
                 return result
             for _ in range(3):  # the leftover replay file, then the current spool once
                 if not self._claim(result):

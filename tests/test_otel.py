@@ -627,6 +627,49 @@ class TestDelivery:
         assert counted == sink.stats()["dropped_by_reason"]["spool_error"]
 
 
+def _lost_reported(exporter: InMemoryLogRecordExporter, reports: Reports) -> int:
+    """Records the operator hears were lost: the counts of the replayed loss reports and
+    of the replaying sink's own."""
+    replayed = sum(
+        int(dict(r.log_record.attributes or {})["count"])
+        for r in exported(exporter)
+        if r.log_record.event_name == "obs_records_dropped"
+    )
+    return replayed + sum(int(f["count"]) for f in reports.named("obs_records_dropped"))
+
+
+class TestLossReportsOutliveTheSpool:
+    def _spool_then_replay(
+        self, make_sink: Callable[..., tuple[ExportSink, Reports]], max_bytes: int, rounds: int
+    ) -> tuple[int, int]:
+        """``rounds`` of 20 errors with the collector down and a small spool, each round a
+        loss report; then a sink with the collector up: (records lost, counts reported)."""
+        first, first_reports = make_sink(FailingExporter(10**6), spool_max_bytes=max_bytes)
+        first_reports.sink = first  # its reports are exported (spooled), as the runtime's
+        for r in range(rounds):
+            for i in range(20):
+                first(None, "error", ev(f"e{r}.{i}"))
+            first.force_flush(0.5)
+            time.sleep(0.06)  # past drop_report_interval (0.05 s)
+        first.shutdown(1.0)
+        exporter = InMemoryLogRecordExporter()
+        second, second_reports = make_sink(exporter, spool_max_bytes=max_bytes)
+        assert second.force_flush(2.0)
+        delivered = sum(1 for name in events_of(exporter) if name.startswith("e"))
+        return 20 * rounds - delivered, _lost_reported(exporter, second_reports)
+
+    @pytest.mark.parametrize(("max_bytes", "rounds"), [(3000, 2), (12_000, 12)])
+    def test_every_lost_record_reaches_the_operator(
+        self, make_sink: Callable[..., tuple[ExportSink, Reports]], max_bytes: int, rounds: int
+    ) -> None:
+        """A spool too small for a loss report (3000 bytes: a reserve of 375), or one whose
+        reserve the reports of a long outage fill: every record lost for want of room is
+        still counted in an obs_records_dropped the collector receives once it is back."""
+        lost, reported = self._spool_then_replay(make_sink, max_bytes, rounds)
+        assert lost > 0
+        assert reported >= lost, (lost, reported)
+
+
 class TestReplayOnStart:
     def test_next_sink_replays_the_spool(
         self, make_sink: Callable[..., tuple[ExportSink, Reports]]

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from obs._spool import Spool, SpoolRefused
+from obs.otel.delivery import loss_key, merge_loss
 
 
 def _docs(n: int, start: int = 0) -> list[dict[str, Any]]:
@@ -372,3 +373,71 @@ class TestPartialReplay:
             assert [f"u{i}" for i, r in enumerate(layout) if r] == took
             assert layout.count(False) == corrupt
             assert not spool.pending()
+
+
+def _loss_report(reason: str, level: str, n: int) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "cls": 2,
+        "name": "obs_records_dropped",
+        "body": f"{n} log records were not exported ({reason})",
+        "attrs": {"reason": reason, "count": n, "dropped": {level: n}},
+    }
+
+
+class TestKeptLossReports:
+    @settings(max_examples=40, deadline=None)
+    @given(
+        reports=st.lists(
+            st.tuples(
+                st.sampled_from(["spool_full", "spool_error", "queue_full"]),
+                st.sampled_from(["WARNING", "ERROR"]),
+                st.integers(1, 10**6),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        failures=st.lists(st.sampled_from([False, 0, 1, True]), max_size=4),
+        garbage=st.sampled_from([None, b"", b"{", b"[1]", b'{"k": 3}', b"\xff"]),
+    )
+    def test_every_kept_count_is_replayed_once(
+        self,
+        reports: list[tuple[str, str, int]],
+        failures: list[bool | int],
+        garbage: bytes | None,
+    ) -> None:
+        """Loss reports kept for want of room (any kinds, any counts, a lost file that was
+        garbage before them) are replayed with their counts summed per reason and level,
+        once, whatever the collector did to the replays before (down, took part)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spool = Spool(tmp, 10**6)
+            if garbage is not None:
+                fd = os.open(os.path.join(tmp, "spool.lost.json"), os.O_WRONLY | os.O_CREAT, 0o600)
+                os.write(fd, garbage)
+                os.close(fd)
+            for reason, level, n in reports:
+                line = _loss_report(reason, level, n)
+                spool.keep_lost({loss_key(line): line}, merge_loss)
+            got: list[dict[str, Any]] = []
+            answers = list(failures)
+
+            def export(docs: list[dict[str, Any]]) -> bool | int:
+                answer = answers.pop(0) if answers else True
+                n = len(docs) if answer is True else min(int(answer), len(docs))
+                got.extend(docs[:n])
+                return answer if answer is True else n
+
+            for _ in range(len(failures) + 1):
+                spool.replay(export, 10, merge=merge_loss)
+            assert not spool.pending()
+            want: dict[tuple[str, str], int] = {}
+            for reason, level, n in reports:
+                want[reason, level] = want.get((reason, level), 0) + n
+            seen: dict[tuple[str, str], int] = {}
+            for doc in got:
+                attrs = doc["attrs"]
+                assert attrs["count"] == sum(attrs["dropped"].values())
+                for level, n in attrs["dropped"].items():
+                    key = (attrs["reason"], level)
+                    seen[key] = seen.get(key, 0) + n
+            assert want == seen

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = ["Delivery", "Disposer", "failure_text"]
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk._logs import ReadableLogRecord
 
 from obs._otlp_outcome import Outcome
+from obs._own_events import ObsRecordsDropped
 from obs._spool import Spool
 from obs.encode import scrub_text
 from obs.levels import CLASS_NAMES, WARNING_CLASS
@@ -224,8 +226,22 @@ class Disposer:
                 why, n = "spool_error", getattr(exc, "lines", 0)  # written whole: spooled
             written += n
             (quiet if reserved else dropped).extend((why, cls) for cls in batch_classes[n:])
+            if reserved and n < len(batch):
+                self._keep_lost(batch[n:])
         self._count(written, dropped, quiet, release)
         return written
+
+    def _keep_lost(self, reports: Sequence[dict[str, Any]]) -> None:
+        """Persist loss reports the spool had no room for (their counts merged per kind),
+        so the next replay still delivers them: the count of a loss is never lost."""
+        docs: dict[str, dict[str, Any]] = {}
+        for line in reports:
+            key = loss_key(line)
+            docs[key] = merge_loss(docs[key], line) if key in docs else line
+        try:
+            self._spool.keep_lost(docs, merge_loss)
+        except Exception as exc:  # the spool is unusable: counted quiet already
+            self._acct.note("otel_spool", exc)
 
     def _count(
         self,
@@ -244,3 +260,35 @@ class Disposer:
                 counters.drop(why, cls, report=False)
             if release is not None:
                 release()
+
+
+def loss_key(line: dict[str, Any]) -> str:
+    """The kind of one of obs' own loss reports: its event and what its counts are of."""
+    attrs = line.get("attrs")
+    if not isinstance(attrs, dict):
+        attrs = {}
+    what = (attrs.get("reason"), attrs.get("where"), attrs.get("error_type"))
+    return json.dumps([line.get("name"), *what], default=str)[:512]
+
+
+def merge_loss(kept: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """One report of two of a kind: ``obs_records_dropped`` counts add up (the newer
+    record's time and resource); any other report stays the first one."""
+    old, attrs = kept.get("attrs"), new.get("attrs")
+    if new.get("name") != ObsRecordsDropped.name or not (
+        isinstance(old, dict) and isinstance(attrs, dict)
+    ):
+        return kept
+    dropped: dict[str, int] = {}
+    for table in (old.get("dropped"), attrs.get("dropped")):
+        for level, n in (table if isinstance(table, dict) else {}).items():
+            dropped[str(level)] = dropped.get(str(level), 0) + _count_of(n)
+    count = _count_of(old.get("count")) + _count_of(attrs.get("count"))
+    merged = dict(new)
+    merged["attrs"] = {**attrs, "count": count, "dropped": dropped}
+    merged["body"] = f"{count} log records were not exported ({attrs.get('reason')})"
+    return merged
+
+
+def _count_of(value: object) -> int:
+    return value if type(value) is int and value > 0 else 0

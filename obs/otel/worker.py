@@ -15,7 +15,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import ReadableLogRecord
 
 from obs._spool import ReplayResult
-from obs.otel.delivery import failure_text
+from obs.otel.delivery import failure_text, merge_loss
 from obs.otel.intake import DISPOSE_CHUNK, WorkerCore
 from obs.otel.pacing import MAX_BACKOFF
 from obs.otel.records import Captured, Payload
@@ -254,7 +254,10 @@ class ExportWorker(WorkerCore):
 
         try:
             result = self._spool.replay(
-                lambda docs: self._replay_batch(docs, timeout), self._batch_size, should_stop
+                lambda docs: self._replay_batch(docs, timeout),
+                self._batch_size,
+                should_stop,
+                merge_loss,
             )
         except Exception as exc:
             self._acct.note("otel_replay", exc)
