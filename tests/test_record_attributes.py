@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.context import Context
 
 from obs import _lokifit
 from obs._fields import OTEL_RECORD_FIELDS
@@ -89,7 +90,7 @@ def test_every_attribute_is_to_otel_value_of_its_field(fields: dict[str, Any], r
     builder = RecordBuilder(Settings(service_name="svc"), RankResolver())
     ed = {"event": "ev", **fields}
     for _ in range(repeat):
-        attrs = dict(builder.build((1, None, dict(ed)), 2).log_record.attributes or {})
+        attrs = dict(builder.build((1, Context(), dict(ed)), 2).log_record.attributes or {})
     uid = attrs.pop("log.record.uid")
     assert isinstance(uid, str)
     if _lokifit.FOLDED in attrs:
