@@ -35,12 +35,18 @@ from vllm.config import LoggingConfig
 from vllm.plugins import load_general_plugins
 if order == "obs_after_import":
     obs.configure()
+if order == "worker":  # a spawned worker: the config its parent built after the plugin
+    from obs.vllm_plugin import CONFIG_PATH  # loaded (obs' file), applied before its own
+
+    handed = LoggingConfig(log_level=level, pylogging_config_file=CONFIG_PATH)
+    vllm.logger.configure_logging(handed)
 load_general_plugins()
 config = LoggingConfig(log_level=level) if level != "-" else LoggingConfig()
 if order == "obs_after_setup":  # an engine was built before the app configured obs
     vllm.logger.configure_logging(config)
     obs.configure()
-vllm.logger.configure_logging(config)
+if order != "worker":  # a worker's plugins load after its configure_logging, none after
+    vllm.logger.configure_logging(config)
 log = vllm.logger.init_logger("vllm.app_order")
 log.debug("rec_DEBUG")
 log.info("rec_INFO")
@@ -60,6 +66,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], tuple[str, str], str]] = {
         "WARNING",
     ),
     "plugin_config_debug": ({"OBS_VLLM": "1"}, ("-", "DEBUG"), "DEBUG"),
+    "plugin_worker_debug": ({"OBS_VLLM": "1"}, ("worker", "DEBUG"), "DEBUG"),
+    "plugin_worker_warning": ({"OBS_VLLM": "1"}, ("worker", "WARNING"), "WARNING"),
     "app_obs_first": ({}, ("obs_first", "-"), "INFO"),
     "app_obs_after_import": ({}, ("obs_after_import", "-"), "INFO"),
     "app_obs_first_debug": ({"VLLM_LOGGING_LEVEL": "DEBUG"}, ("obs_first", "-"), "DEBUG"),
