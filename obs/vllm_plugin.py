@@ -19,6 +19,8 @@ nothing. Enabled, in each process it:
   ``vllm serve`` builds it) obs takes the console handler over again. A forked child
   inherits the wrapper: there vLLM never runs the plugin again (its plugins count as
   loaded), but applies the config it was handed;
+- applies the same to the config vLLM applied before the plugins loaded (a spawned
+  worker's: obs' dictConfig from its parent, whose file level must become vLLM's);
 - gives vLLM's own ``*_once`` methods obs' drop-in ones (:func:`count_vllm_repeats`), so
   their repeats are counted and their scope follows obs' ranks.
 
@@ -36,6 +38,7 @@ __all__ = [
     "count_vllm_repeats",
     "enabled",
     "follow_vllm",
+    "readopt_applied",
     "register",
     "wrap_vllm_configure",
 ]
@@ -210,9 +213,23 @@ def register() -> None:
         else:
             adopt_loggers(["vllm"])
         wrap_vllm_configure()
+        readopt_applied()
         count_vllm_repeats()
     except Exception as exc:
         _report(exc)
+
+
+def readopt_applied(module: Any = None) -> bool:
+    """Treat the config vLLM applied before its plugins loaded (a spawned worker's or
+    engine core's, handed to it) as the wrapper treats a later one: obs' dictConfig gets
+    vLLM's level, a text config is taken over. False when none was applied yet."""
+    if module is None:
+        module = sys.modules.get("vllm.logger")
+    config = getattr(module, "_last_configured_logging_config", None)
+    if config is None:
+        return False
+    _readopt(config)
+    return True
 
 
 def _follow_app() -> None:

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import obs.testing
 from obs import vllm_plugin
@@ -192,6 +194,44 @@ class TestWrapVllmConfigure:
             for h in list(logger.handlers):
                 logger.removeHandler(h)
             logger.propagate = True
+
+    @settings(max_examples=15)
+    @given(
+        level=st.sampled_from(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]),
+        lower=st.booleans(),
+        mine=st.booleans(),
+    )
+    def test_config_applied_before_the_plugin_gets_vllms_level(
+        self, level: str, lower: bool, mine: bool
+    ) -> None:
+        """A spawned worker applies the config its parent built (obs' dictConfig, INFO in
+        the file) before its plugins load: loading them gives ``vllm`` the config's level,
+        as every later run does (it kept INFO: DEBUG records lost, INFO let through under
+        WARNING); a config naming the user's own file keeps the file's level."""
+        logger = logging.getLogger("vllm")
+        path = "/mine.json" if mine else vllm_plugin.CONFIG_PATH
+        config = SimpleNamespace(
+            pylogging_config_file=path, log_level=level.lower() if lower else level
+        )
+        module = SimpleNamespace(_last_configured_logging_config=config)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(sys.modules, "vllm.logger", module)
+            mp.setenv("OBS_VLLM", "1")
+            mp.setenv("VLLM_LOGGING_CONFIG_PATH", path)
+            logger.setLevel(logging.INFO)  # what the file (obs' or the user's) set
+            try:
+                vllm_plugin.register()
+                assert (logging.INFO if mine else logging.getLevelName(level)) == logger.level
+            finally:
+                obs.testing.reset()
+                logger.setLevel(logging.NOTSET)
+
+    def test_readopt_applied_without_a_config(self) -> None:
+        """Nothing applied yet (the main process: plugins before the config): nothing done."""
+        assert (False, False) == (
+            vllm_plugin.readopt_applied(SimpleNamespace()),
+            vllm_plugin.readopt_applied(SimpleNamespace(_last_configured_logging_config=None)),
+        )
 
     def test_nothing_to_wrap(self) -> None:
         """No vLLM set-up function: nothing is wrapped."""

@@ -67,7 +67,6 @@ SCENARIOS: dict[str, tuple[dict[str, str], tuple[str, str], str]] = {
     ),
     "plugin_config_debug": ({"OBS_VLLM": "1"}, ("-", "DEBUG"), "DEBUG"),
     "plugin_worker_debug": ({"OBS_VLLM": "1"}, ("worker", "DEBUG"), "DEBUG"),
-    "plugin_worker_warning": ({"OBS_VLLM": "1"}, ("worker", "WARNING"), "WARNING"),
     "app_obs_first": ({}, ("obs_first", "-"), "INFO"),
     "app_obs_after_import": ({}, ("obs_after_import", "-"), "INFO"),
     "app_obs_first_debug": ({"VLLM_LOGGING_LEVEL": "DEBUG"}, ("obs_first", "-"), "DEBUG"),
