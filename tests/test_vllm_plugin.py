@@ -270,6 +270,38 @@ class TestCountVllmRepeats:
                 vars(made).pop(name, None)
 
 
+    @pytest.mark.parametrize("on", [True, False])
+    def test_obs_handler_built_by_vllm_takes_the_table(self, on: bool) -> None:
+        """A spawned worker applies the handed config (obs' dictConfig) before its plugins
+        load, and vLLM logs with ``*_once`` right after (its platform warnings): building
+        obs' handler there gives vLLM's table obs' methods at once, so a key logged then is
+        not logged again by obs' once after the plugins load (it was: two lines). Without
+        ``OBS_VLLM`` vLLM's own methods stay."""
+        from types import MethodType
+
+        from obs.stdlib import Handler, once_methods
+
+        def vllm_warning_once(self: logging.Logger, msg: str, *args: Any) -> None:
+            return None
+
+        made = logging.getLogger("vllm.test_early.made")
+        made.warning_once = MethodType(vllm_warning_once, made)  # type: ignore[attr-defined]
+        module = SimpleNamespace(_METHODS_TO_PATCH={"warning_once": vllm_warning_once})
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(sys.modules, "vllm.logger", module)
+            mp.setenv("OBS_VLLM", "1" if on else "0")
+            try:
+                Handler()
+                ours = once_methods()["warning_once"]
+                want = ours if on else vllm_warning_once
+                assert (want, want) == (
+                    module._METHODS_TO_PATCH["warning_once"],
+                    made.warning_once.__func__,  # type: ignore[attr-defined]
+                )
+            finally:
+                vars(made).pop("warning_once", None)
+
+
 def test_packaged_config_is_the_example() -> None:
     """The dictConfig the plugin points vLLM at is examples/vllm-logging.json."""
     example = Path(__file__).resolve().parents[1] / "examples" / "vllm-logging.json"
