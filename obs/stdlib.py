@@ -35,6 +35,7 @@ __all__ = [
     "bind_once_methods",
     "init_logger",
     "once_methods",
+    "take_vllm_once",
 ]
 
 import contextlib
@@ -55,7 +56,7 @@ from obs._bridge import (
 from obs._config import STATE
 from obs.dedup import HIT_DUE, OVERFLOW, OnceCache
 from obs.levels import METHOD_BY_LEVEL
-from obs.settings import DEFAULT_ADOPT_LOGGERS
+from obs.settings import DEFAULT_ADOPT_LOGGERS, read_variable
 
 if TYPE_CHECKING:
     from obs._runtime import Runtime
@@ -68,12 +69,14 @@ class Handler(logging.Handler):
     nothing configured obs, the first record configures it from the environment (as
     ``obs.configure()`` would). Formatters are ignored: obs renders. ``stream`` is
     accepted so vLLM's handler entry can name this class unchanged; ``OBS_STREAM`` decides.
+    Built inside vLLM with ``OBS_VLLM`` on, it gives vLLM's ``*_once`` table obs' methods.
 
     .. versionadded:: unreleased
     """
 
     def __init__(self, level: int | str = logging.NOTSET, stream: object = None) -> None:
         super().__init__(level)
+        _vllm_once_early()
 
     def handle(self, record: logging.LogRecord) -> bool:
         """Configure obs first if needed, outside this handler's lock (configuring takes
@@ -268,6 +271,35 @@ _ONCE_METHODS = {
 for _name, _method in _ONCE_METHODS.items():
     setattr(VllmLogger, _name, _method)  # on the class too, as they were defined before
 del _name, _method
+
+
+def take_vllm_once(module: Any) -> bool:
+    """``module``'s (vLLM's ``vllm.logger``) method table takes the drop-in ``*_once`` and
+    the loggers bound with vLLM's own before are bound again; idempotent. False when the
+    module has no such table. (:func:`obs.vllm_plugin.count_vllm_repeats` calls it.)"""
+    table = getattr(module, "_METHODS_TO_PATCH", None)
+    if not isinstance(table, dict):
+        return False
+    table.update(_ONCE_METHODS)
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        if not isinstance(logger, logging.Logger):
+            continue
+        own = vars(logger)  # a method absent, or not a bound one, counts as ours
+        if any(getattr(own.get(n), "__func__", m) is not m for n, m in _ONCE_METHODS.items()):
+            bind_once_methods(logger)  # vLLM's own, bound by its init_logger before
+    return True
+
+
+def _vllm_once_early() -> None:
+    """With ``OBS_VLLM`` on, a handler built inside vLLM (a spawned worker applying obs'
+    dictConfig before its plugins load) takes vLLM's ``*_once`` table at once: a key vLLM
+    logs then is obs' key too, not logged again after the plugins load. Never raises."""
+    module = sys.modules.get("vllm.logger")
+    if module is None:
+        return
+    with contextlib.suppress(Exception):
+        if read_variable("OBS_VLLM"):
+            take_vllm_once(module)
 
 
 def init_logger(name: str) -> VllmLogger:

@@ -177,20 +177,9 @@ def count_vllm_repeats(module: Any = None) -> bool:
     has no such table."""
     if module is None:
         module = sys.modules.get("vllm.logger")
-    table = getattr(module, "_METHODS_TO_PATCH", None)
-    if not isinstance(table, dict):
-        return False
-    from obs.stdlib import bind_once_methods, once_methods  # noqa: PLC0415 - with vLLM only
+    from obs.stdlib import take_vllm_once  # noqa: PLC0415 - with vLLM only
 
-    ours = once_methods()
-    table.update(ours)
-    for logger in list(logging.Logger.manager.loggerDict.values()):
-        if not isinstance(logger, logging.Logger):
-            continue
-        bound = [getattr(vars(logger).get(name), "__func__", None) for name in ours]
-        if any(f is not None and f is not ours[n] for f, n in zip(bound, ours, strict=True)):
-            bind_once_methods(logger)  # vLLM's own, bound by its init_logger before
-    return True
+    return take_vllm_once(module)
 
 
 def register() -> None:

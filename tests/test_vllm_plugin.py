@@ -269,7 +269,6 @@ class TestCountVllmRepeats:
             for name in once_methods():
                 vars(made).pop(name, None)
 
-
     @pytest.mark.parametrize("on", [True, False])
     def test_obs_handler_built_by_vllm_takes_the_table(self, on: bool) -> None:
         """A spawned worker applies the handed config (obs' dictConfig) before its plugins
