@@ -269,13 +269,14 @@ class TestCountVllmRepeats:
             for name in once_methods():
                 vars(made).pop(name, None)
 
-    @pytest.mark.parametrize("on", [True, False])
-    def test_obs_handler_built_by_vllm_takes_the_table(self, on: bool) -> None:
+    @settings(max_examples=20)
+    @given(value=st.sampled_from(["1", "true", " On ", "YES", "0", "false", "", "maybe"]))
+    def test_obs_handler_built_by_vllm_takes_the_table(self, value: str) -> None:
         """A spawned worker applies the handed config (obs' dictConfig) before its plugins
         load, and vLLM logs with ``*_once`` right after (its platform warnings): building
         obs' handler there gives vLLM's table obs' methods at once, so a key logged then is
         not logged again by obs' once after the plugins load (it was: two lines). Without
-        ``OBS_VLLM`` vLLM's own methods stay."""
+        ``OBS_VLLM`` true vLLM's own methods stay (a bad value: off, nothing raised)."""
         from types import MethodType
 
         from obs.stdlib import Handler, once_methods
@@ -288,7 +289,8 @@ class TestCountVllmRepeats:
         module = SimpleNamespace(_METHODS_TO_PATCH={"warning_once": vllm_warning_once})
         with pytest.MonkeyPatch.context() as mp:
             mp.setitem(sys.modules, "vllm.logger", module)
-            mp.setenv("OBS_VLLM", "1" if on else "0")
+            mp.setenv("OBS_VLLM", value)
+            on = value.strip().lower() in {"1", "true", "on", "yes"}
             try:
                 Handler()
                 ours = once_methods()["warning_once"]
