@@ -125,6 +125,36 @@ class TestRegister:
             logger.propagate = True
 
 
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_users_config_applied_before_the_plugin_is_left_be(
+        self, clean_vllm_env: pytest.MonkeyPatch, applied: bool
+    ) -> None:
+        """A spawned worker that applied the user's own ``VLLM_LOGGING_CONFIG_PATH`` (a
+        console handler on ``vllm``) before its plugins load keeps it, as the main process
+        does (its plugins load first): the user's file is authoritative. The plugin took it
+        over there only. No file applied yet (``applied`` false, an engine-less process
+        whose console handler is vLLM's text one): taken over as before."""
+        logger = logging.getLogger("vllm")
+        console = logging.StreamHandler()
+        logger.addHandler(console)
+        logger.propagate = False
+        config = SimpleNamespace(pylogging_config_file="/mine.json", log_level="INFO")
+        module = SimpleNamespace(_last_configured_logging_config=config if applied else None)
+        try:
+            clean_vllm_env.setitem(sys.modules, "vllm.logger", module)
+            clean_vllm_env.setenv("OBS_VLLM", "1")
+            clean_vllm_env.setenv("VLLM_LOGGING_CONFIG_PATH", "/mine.json")
+            vllm_plugin.register()
+            assert ([console] if applied else [], not applied) == (
+                [h for h in logger.handlers if h is console],
+                logger.propagate,
+            )
+        finally:
+            obs.testing.reset()
+            logger.removeHandler(console)
+            logger.propagate = True
+
+
 class TestWrapVllmConfigure:
     @staticmethod
     def fake_vllm_logger(calls: list[Any]) -> SimpleNamespace:
