@@ -16,6 +16,7 @@ __all__ = [
     "ObsHandler",
     "adopt_consoles",
     "detached_loggers",
+    "give_back_trees",
     "install_bridge",
     "log_record",
     "record_dict",
@@ -267,6 +268,24 @@ def _tree_parent(name: str) -> logging.Logger:
         if isinstance(ancestor, logging.Logger):
             return ancestor
     return logging.getLogger()
+
+
+def give_back_trees(handler: ObsHandler, names: Iterable[str]) -> list[str]:
+    """Give the loggers of the trees ``names`` back what adoption took (console handlers,
+    ``propagate``): a configuration authoritative for them, applied before obs' (a user's
+    vLLM config file). Returns the names given back."""
+    prefixes = tuple(names)
+    given: list[str] = []
+    with handler.adopt_lock:
+        for name in [n for n in handler.adopted if n and _in_trees(n, prefixes)]:
+            adopted = handler.adopted.pop(name)
+            logger = logging.getLogger(name)
+            for console in adopted.handlers:
+                if console not in logger.handlers:
+                    logger.addHandler(console)
+            logger.propagate = adopted.propagate
+            given.append(name)
+    return given
 
 
 def _give_back(handler: ObsHandler) -> None:

@@ -197,9 +197,14 @@ def register() -> None:
 
     try:
         route_vllm_logging()
+        users = _users_file(_applied_config())  # a spawned worker applied it: it stands
         if STATE.runtime is None:
             STATE.configure_from_env()  # adopts vLLM's console handler if one is there
-        else:
+            if users and STATE.bridge is not None:
+                from obs._bridge import give_back_trees  # noqa: PLC0415
+
+                give_back_trees(STATE.bridge, ["vllm"])
+        elif not users:
             adopt_loggers(["vllm"])
         wrap_vllm_configure()
         readopt_applied()
@@ -208,13 +213,24 @@ def register() -> None:
         _report(exc)
 
 
+def _applied_config(module: Any = None) -> Any:
+    """The ``LoggingConfig`` vLLM applied last in this process (None: none yet)."""
+    if module is None:
+        module = sys.modules.get("vllm.logger")
+    return getattr(module, "_last_configured_logging_config", None)
+
+
+def _users_file(config: Any) -> bool:
+    """Whether ``config`` names a dictConfig file of the user's (authoritative)."""
+    path = getattr(config, "pylogging_config_file", None) if config is not None else None
+    return bool(path) and path != CONFIG_PATH
+
+
 def readopt_applied(module: Any = None) -> bool:
     """Treat the config vLLM applied before its plugins loaded (a spawned worker's or
     engine core's, handed to it) as the wrapper treats a later one: obs' dictConfig gets
     vLLM's level, a text config is taken over. False when none was applied yet."""
-    if module is None:
-        module = sys.modules.get("vllm.logger")
-    config = getattr(module, "_last_configured_logging_config", None)
+    config = _applied_config(module)
     if config is None:
         return False
     _readopt(config)

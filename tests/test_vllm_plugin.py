@@ -124,7 +124,6 @@ class TestRegister:
             logger.removeHandler(console)
             logger.propagate = True
 
-
     @pytest.mark.parametrize("applied", [True, False])
     def test_users_config_applied_before_the_plugin_is_left_be(
         self, clean_vllm_env: pytest.MonkeyPatch, applied: bool
@@ -153,6 +152,39 @@ class TestRegister:
             obs.testing.reset()
             logger.removeHandler(console)
             logger.propagate = True
+
+    @settings(max_examples=15)
+    @given(
+        trees=st.dictionaries(
+            st.sampled_from(["vllm", "vllm.engine", "vllm.engine.core", "vllm.worker"]),
+            st.booleans(),
+            min_size=1,
+        )
+    )
+    def test_users_config_stands_for_every_logger_it_set(self, trees: dict[str, bool]) -> None:
+        """Whatever ``vllm.*`` loggers the user's file gave console handlers (and whatever
+        ``propagate``), a worker's plugin load leaves each as the file set it."""
+        config = SimpleNamespace(pylogging_config_file="/mine.json", log_level="INFO")
+        module = SimpleNamespace(_last_configured_logging_config=config)
+        consoles = {name: logging.StreamHandler() for name in trees}
+        for name, propagate in trees.items():
+            logging.getLogger(name).addHandler(consoles[name])
+            logging.getLogger(name).propagate = propagate
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(sys.modules, "vllm.logger", module)
+            mp.setenv("OBS_VLLM", "1")
+            mp.setenv("VLLM_LOGGING_CONFIG_PATH", "/mine.json")
+            try:
+                vllm_plugin.register()
+                assert {n: ([consoles[n]], p) for n, p in trees.items()} == {
+                    n: (logging.getLogger(n).handlers, logging.getLogger(n).propagate)
+                    for n in trees
+                }
+            finally:
+                obs.testing.reset()
+                for name, console in consoles.items():
+                    logging.getLogger(name).removeHandler(console)
+                    logging.getLogger(name).propagate = True
 
 
 class TestWrapVllmConfigure:
