@@ -59,10 +59,8 @@ def _sdk_logs() -> Iterator[_Captured]:
         root.setLevel(level)
 
 
-def _settings(
-    spool: Path, collector: Collector, protocol: str, source: str, secret: str
-) -> Settings:
-    endpoint = collector.endpoint(protocol)
+def _settings(spool: Path, to: Collector, protocol: str, source: str, secret: str) -> Settings:
+    endpoint = to.endpoint(protocol)
     headers: dict[str, str] = {}
     logs_endpoint = False
     if source == "header":
@@ -87,7 +85,7 @@ def _settings(
     )
 
 
-def _answer(collector: Collector, answer: str, words: str) -> None:
+def _answer(to: Collector, answer: str, words: str) -> None:
     """The collector answers every request with ``words`` in its answer."""
     if answer == "partial":
         partial = logs_service_pb2.ExportLogsServiceResponse()
@@ -96,11 +94,11 @@ def _answer(collector: Collector, answer: str, words: str) -> None:
         body = partial.SerializeToString()
 
         def taken(names: list[str]) -> tuple[int, list[tuple[str, str]], bytes]:
-            collector.store(names)
+            to.store(names)
             return 200, [("Content-Type", "application/x-protobuf")], body
 
-        collector.http_answer = taken
-        collector.grpc_answer = lambda names: (grpc.StatusCode.INVALID_ARGUMENT, words, None)
+        to.http_answer = taken
+        to.grpc_answer = lambda names: (grpc.StatusCode.INVALID_ARGUMENT, words, None)
         return
     status = 503 if answer == "transient" else 400
     body = status_pb2.Status(code=3, message=words).SerializeToString()
@@ -109,8 +107,8 @@ def _answer(collector: Collector, answer: str, words: str) -> None:
         if answer == "transient"
         else grpc.StatusCode.INVALID_ARGUMENT
     )
-    collector.http_answer = lambda names: (status, [], body)
-    collector.grpc_answer = lambda names: (code, words, None)
+    to.http_answer = lambda names: (status, [], body)
+    to.grpc_answer = lambda names: (code, words, None)
 
 
 @settings(max_examples=10)
@@ -127,6 +125,7 @@ def _answer(collector: Collector, answer: str, words: str) -> None:
 def test_an_echoed_credential_is_not_repeated(
     collector: Collector,  # noqa: F811 - the fixture
     tmp_path_factory: pytest.TempPathFactory,
+    *,
     protocol: str,
     source: str,
     answer: str,
