@@ -40,6 +40,8 @@ def failure_text(target: str, directory: str, answer: str) -> str:
 #: Records answered a server error alone, before the collector took any part of the request,
 #: after which the collector counts as failing (not the records): the request is left.
 _MAX_SUSPECTS = 3
+#: Records failing alone remembered across requests (the spool's head holds no more).
+_MAX_REMEMBERED = 64
 #: The fewest spool lines a replay reads at a time (sent in requests of the batch size):
 #: past a record failing alone there is another to tell whether the collector is up.
 MIN_REPLAY_READ = _MAX_SUSPECTS + 1
@@ -77,10 +79,10 @@ class Delivery:
         #: given up): shutdown spools only the rest of a batch it takes over. The worker
         #: resets both as it takes or settles a batch.
         self.counted = self.handled = 0
-        #: The last record that failed alone with a server error before the collector took
-        #: anything of its request (its uid), and whether the collector took a request
-        #: since: when it fails alone again, it is given up (the collector is up).
-        self.suspect: tuple[object, bool] = (None, False)
+        #: Records that failed alone with a server error before the collector took anything
+        #: of their request (by uid, the last _MAX_REMEMBERED), and whether it took a
+        #: request since: one failing alone again then is given up (the collector is up).
+        self.suspect: dict[object, bool] = {}
 
     def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
@@ -125,6 +127,7 @@ class Delivery:
         #: up once it takes another part, else left undelivered (it is down) with the rest.
         suspects: list[tuple[int, ReadableLogRecord]] = []
         why = ""  # the server error the suspects were answered
+        retried: object = None  # the record failing alone that is being sent once more
         while parts:
             part = parts.pop()
             if time.monotonic() > deadline and part is not records:
@@ -132,18 +135,16 @@ class Delivery:
             outcome = self.send([r for _, r in part], timeout)
             if outcome.ok:
                 taken = True
-                self.suspect = (self.suspect[0], True)
-                self._give_up(suspects, why, replay, suspect=True)
+                self.suspect = dict.fromkeys(self.suspect, True)
+                delivered += self._taken(part, outcome, replay)
+                delivered += self._settle(suspects, why, timeout, replay)
                 suspects = []
-                delivered += len(part) - min(outcome.rejected, len(part))
-                if outcome.rejected:
-                    self._reject(part, min(outcome.rejected, len(part)), outcome.message, replay)
-                self._handled(len(part), replay)
                 continue
             narrow = outcome.too_large or outcome.permanent
             if outcome.suspect and (taken or len(suspects) < _MAX_SUSPECTS):
                 narrow = True
-                if len(part) == 1 and not taken and not self._again(part[0]):
+                alone = len(part) == 1 and not taken and part is not retried
+                if alone and not self._again(part[0]):
                     suspects.append(part[0])
                     why = self.last_failure = outcome.message
                     self.retry_after = outcome.retry_after
@@ -157,20 +158,52 @@ class Delivery:
                 parts.append(part[:mid])
                 continue
             alone = outcome.suspect and not (outcome.permanent or outcome.too_large)
+            if alone and part is not retried:  # failing alone once more before given up
+                retried = part
+                parts.append(part)
+                continue
             text = outcome.message or "rejected by the collector"
             self._give_up(part, text, replay, suspect=alone)
         return delivered, suspects
 
+    def _settle(
+        self,
+        suspects: list[tuple[int, ReadableLogRecord]],
+        why: str,
+        timeout: float,
+        replay: bool,
+    ) -> int:
+        """The collector is up: each record that failed alone is sent once more, and given
+        up if it fails again (any answer: it is not held behind what was taken after it)."""
+        delivered = 0
+        for record in suspects:
+            again = self.send([record[1]], timeout)
+            if again.ok:
+                delivered += self._taken([record], again, replay)
+            else:
+                self._give_up([record], again.message or why, replay, suspect=True)
+        return delivered
+
+    def _taken(
+        self, part: list[tuple[int, ReadableLogRecord]], outcome: Outcome, replay: bool
+    ) -> int:
+        """Count ``part`` taken (less what a partial success rejected): how many arrived."""
+        rejected = min(outcome.rejected, len(part))
+        if rejected:
+            self._reject(part, rejected, outcome.message, replay)
+        self._handled(len(part), replay)
+        return len(part) - rejected
+
     def _again(self, record: tuple[int, ReadableLogRecord]) -> bool:
         """Whether ``record`` failed alone with a server error before, and the collector
-        took a request since; else it is remembered as the one that did."""
+        took a request since; else it is remembered as one that failed alone."""
         attributes = record[1].log_record.attributes or {}
         uid = attributes.get("log.record.uid") or id(record[1])
-        if self.suspect == (uid, True):
-            self.suspect = (None, False)
+        if self.suspect.pop(uid, False):
             return True
-        if self.suspect[0] != uid:
-            self.suspect = (uid, False)
+        self.suspect[uid] = False
+        while len(self.suspect) > _MAX_REMEMBERED:
+            del self.suspect[next(iter(self.suspect))]
         return False
 
     def _give_up(
