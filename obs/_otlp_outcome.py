@@ -30,6 +30,10 @@ from obs.encode import scrub_text
 Spawn = Callable[[Callable[[], object]], threading.Thread]
 #: HTTP answers that no retry of the same request can fix (besides 413, too large).
 _PERMANENT_HTTP = frozenset({400, 422})
+#: A server error that may be the request's: a collector that fails on one record (a bug,
+#: a pipeline panicking on one value) answers it to every request holding that record.
+_SUSPECT_HTTP = frozenset({500})
+_SUSPECT_GRPC = frozenset({"INTERNAL", "UNKNOWN"})
 #: How gRPC's message size limits read (C core, Go: "larger than max"; Java: "exceeds
 #: maximum size"). Not "exceeds" alone: rate limiters say "rate exceeds quota".
 _SIZE_WORDS = ("larger than max", "exceeds max", "too large", "message size")
@@ -53,6 +57,9 @@ class Outcome:
     rejected: int = 0  # partial_success.rejected_log_records of an accepted request
     message: str = ""  # the answer: status or code, the collector's words (scrubbed, bounded)
     retry_after: float = 0.0  # seconds the collector asked to wait before the next request
+    #: A server error that may be this request's own (HTTP 500, gRPC INTERNAL / UNKNOWN):
+    #: narrowed down like a rejection once the collector takes another part.
+    suspect: bool = False
 
     def __bool__(self) -> bool:
         return self.ok
@@ -188,7 +195,10 @@ def _classify_http(result: Any) -> Outcome | None:
         return Outcome(ok=False, too_large=True, message=message)
     permanent = status in _PERMANENT_HTTP
     wait = 0.0 if permanent else _retry_after_header(result)
-    return Outcome(ok=False, permanent=permanent, message=message, retry_after=wait)
+    suspect = status in _SUSPECT_HTTP
+    return Outcome(
+        ok=False, permanent=permanent, message=message, retry_after=wait, suspect=suspect
+    )
 
 
 def _retry_after_header(result: Any) -> float:
@@ -368,7 +378,10 @@ def _classify_grpc(error: Any) -> Outcome:
         return Outcome(ok=False, too_large=True, message=message)
     permanent = code == grpc.StatusCode.INVALID_ARGUMENT
     wait = 0.0 if permanent else _retry_delay(error)
-    return Outcome(ok=False, permanent=permanent, message=message, retry_after=wait)
+    suspect = code.name in _SUSPECT_GRPC
+    return Outcome(
+        ok=False, permanent=permanent, message=message, retry_after=wait, suspect=suspect
+    )
 
 
 def _retry_delay(error: Any) -> float:

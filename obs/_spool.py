@@ -70,6 +70,9 @@ _REPLAY = "spool.replay.jsonl"
 _OFFSET = "spool.replay.offset"
 _OTHER = "spool.other.jsonl"
 _LOST = "spool.lost.json"
+#: The kept loss reports a replay took (renamed from ``_LOST``): unlinked once the
+#: collector took them, so a process killed while they are on the wire loses none.
+_LOST_REPLAY = "spool.lost.replay.json"
 #: Kinds of loss reports ``spool.lost.json`` keeps (reasons, places of failure): a bound.
 _MAX_LOST = 64
 #: How a kept loss report and a newer one of its kind become one.
@@ -224,7 +227,7 @@ class Spool:
         except OSError:
             pass
         try:
-            return self._exists(_REPLAY) or self._exists(_LOST)
+            return self._exists(_REPLAY) or self._exists(_LOST) or self._exists(_LOST_REPLAY)
         except OSError:
             return False
 
@@ -403,7 +406,7 @@ class Spool:
         with self._replay_lock() as held:
             if not held:
                 return False
-            for name in (_SPOOL, _REPLAY, _OFFSET, _OTHER, _LOST):
+            for name in (_SPOOL, _REPLAY, _OFFSET, _OTHER, _LOST, _LOST_REPLAY):
                 self._unlink(name)
             return True
 
@@ -419,9 +422,9 @@ class Spool:
                     table[key] = doc
             self._write_lost(table)
 
-    def _read_lost(self) -> dict[str, dict[str, Any]]:
+    def _read_lost(self, name: str = _LOST) -> dict[str, dict[str, Any]]:
         try:
-            f = self._open_read(_LOST)
+            f = self._open_read(name)
             if f is None:
                 return {}
             with f:
@@ -432,9 +435,9 @@ class Spool:
             return {}
         return {k: v for k, v in table.items() if isinstance(k, str) and isinstance(v, dict)}
 
-    def _write_lost(self, table: dict[str, dict[str, Any]]) -> None:
+    def _write_lost(self, table: dict[str, dict[str, Any]], name: str = _LOST) -> None:
         dir_fd = self._dir()
-        tmp = f"{_LOST}.{os.getpid()}.tmp"
+        tmp = f"{name}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600, dir_fd=dir_fd)
         try:
             data = json.dumps(table, separators=(",", ":"), default=str).encode()
@@ -443,7 +446,7 @@ class Spool:
                 done += os.write(fd, data[done:])
         finally:
             os.close(fd)
-        os.replace(tmp, _LOST, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
     def _replay_lost(
         self,
@@ -451,19 +454,27 @@ class Spool:
         merge: Merge,
         result: ReplayResult,
     ) -> bool:
-        """Export the kept loss reports (taken out; what is not delivered is kept again)."""
-        with marked(self._locked_spool()):
-            table = self._read_lost()
-            self._unlink(_LOST)
-        if not table:
-            return True
-        keys = list(table)
-        done = export([table[k] for k in keys])
-        n = len(keys) if done is True else int(done)
-        result.replayed += n
-        if n < len(keys):
-            self.keep_lost({k: table[k] for k in keys[n:]}, merge)
-        return n >= len(keys)
+        """Export the kept loss reports: those a replay took before it (left by a process
+        killed meanwhile), then the file kept now. Each stays on disk until the collector
+        took it; ``merge`` is the keeper's (reports kept meanwhile go to ``_LOST``)."""
+        for _ in range(2):
+            with marked(self._locked_spool()):
+                if not self._exists(_LOST_REPLAY):
+                    if not self._exists(_LOST):
+                        return True
+                    dir_fd = self._dir()
+                    os.rename(_LOST, _LOST_REPLAY, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            table = self._read_lost(_LOST_REPLAY)  # only the replay lock's holder writes it
+            keys = list(table)
+            done = export([table[k] for k in keys]) if keys else True
+            n = len(keys) if done is True else min(max(int(done), 0), len(keys))
+            result.replayed += n
+            if n < len(keys):
+                if n:
+                    self._write_lost({k: table[k] for k in keys[n:]}, _LOST_REPLAY)
+                return False
+            self._unlink(_LOST_REPLAY)
+        return True
 
     @contextlib.contextmanager
     def _replay_lock(self) -> Iterator[bool]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from obs._spool import Spool, SpoolRefused
@@ -441,3 +441,68 @@ class TestKeptLossReports:
                     key = (attrs["reason"], level)
                     seen[key] = seen.get(key, 0) + n
             assert want == seen
+
+
+_KILLED_REPLAY = """
+import json, os, sys
+from obs._spool import Spool
+from obs.otel.delivery import merge_loss
+spool_dir, taken, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+calls = []
+def export(docs):
+    calls.append(1)
+    if len(calls) > kill_at:
+        os._exit(9)  # killed while its request is on the wire: the collector got nothing
+    with open(taken, "a") as f:
+        f.writelines(json.dumps(d) + "\\n" for d in docs)
+    return True
+Spool(spool_dir, 10**6).replay(export, 2, merge=merge_loss)
+"""
+
+
+class TestKilledReplay:
+    @settings(max_examples=4, deadline=None)
+    @example(reports=[("spool_full", 7)], records=3, kill_at=0)
+    @given(
+        reports=st.lists(
+            st.tuples(st.sampled_from(["spool_full", "spool_error"]), st.integers(1, 10**6)),
+            min_size=1,
+            max_size=4,
+        ),
+        records=st.integers(0, 5),
+        kill_at=st.integers(0, 3),
+    )
+    def test_a_process_killed_mid_replay_loses_no_count(
+        self, reports: list[tuple[str, int]], records: int, kill_at: int
+    ) -> None:
+        """A process killed while a replay's request is on the wire (SIGKILL, the OOM
+        killer, a launcher's os._exit at shutdown), before the collector got it: the next
+        replay delivers every kept loss count and spooled record exactly once. The kept
+        loss reports were unlinked before their export: a process killed then lost them."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spool = Spool(tmp, 10**6)
+            spool.append(_docs(records))
+            for reason, n in reports:
+                line = _loss_report(reason, "ERROR", n)
+                spool.keep_lost({loss_key(line): line}, merge_loss)
+            taken = os.path.join(tmp, "taken.jsonl")
+            child = [sys.executable, "-c", _KILLED_REPLAY, tmp, taken, str(kill_at)]
+            assert subprocess.run(child, check=False, timeout=60).returncode in {0, 9}
+            got = (
+                [json.loads(x) for x in Path(taken).read_text().splitlines()]
+                if (os.path.exists(taken))
+                else []
+            )
+            again = Collector()
+            Spool(tmp, 10**6).replay(again, 10, merge=merge_loss)
+            got += [d for b in again.batches for d in b]
+            want: dict[str, int] = {}
+            for reason, n in reports:
+                want[reason] = want.get(reason, 0) + n
+            seen: dict[str, int] = {}
+            for doc in got:
+                if doc.get("name") == "obs_records_dropped":
+                    reason = doc["attrs"]["reason"]
+                    seen[reason] = seen.get(reason, 0) + doc["attrs"]["count"]
+            uids = sorted(d["uid"] for d in got if "uid" in d)
+            assert (want, sorted(d["uid"] for d in _docs(records))) == (seen, uids)

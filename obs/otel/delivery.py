@@ -37,6 +37,16 @@ def failure_text(target: str, directory: str, answer: str) -> str:
     )
 
 
+#: Records answered a server error alone, before the collector took any part of the request,
+#: after which the collector counts as failing (not the records): the request is left.
+_MAX_SUSPECTS = 3
+#: Records failing alone remembered across requests (the spool's head holds no more).
+_MAX_REMEMBERED = 64
+#: The fewest spool lines a replay reads at a time (sent in requests of the batch size):
+#: past a record failing alone there is another to tell whether the collector is up.
+MIN_REPLAY_READ = _MAX_SUSPECTS + 1
+
+
 class Delivery:
     """Sends records (class, record) for one sink; counts and notes rejections."""
 
@@ -48,6 +58,7 @@ class Delivery:
         "handled",
         "last_failure",
         "retry_after",
+        "suspect",
     )
 
     def __init__(
@@ -68,6 +79,10 @@ class Delivery:
         #: given up): shutdown spools only the rest of a batch it takes over. The worker
         #: resets both as it takes or settles a batch.
         self.counted = self.handled = 0
+        #: Records that failed alone with a server error before the collector took anything
+        #: of their request (by uid, the last _MAX_REMEMBERED), and whether it took a
+        #: request since: one failing alone again then is given up (the collector is up).
+        self.suspect: dict[object, bool] = {}
 
     def send(self, records: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if not records:
@@ -82,44 +97,129 @@ class Delivery:
             return Outcome(ok=False)
 
     def deliver(
-        self, records: list[tuple[int, ReadableLogRecord]], timeout: float, *, replay: bool = False
+        self,
+        records: list[tuple[int, ReadableLogRecord]],
+        timeout: float,
+        *,
+        replay: bool = False,
+        size: int = 0,
     ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
         """Send ``records`` (class, record); a request too large is split in halves, a
         permanent rejection is narrowed down by halves to the records the collector
         refuses, which are given up and counted ``rejected`` (so a poisoned record never
-        blocks the ones behind it). Returns (records the collector took, records left
-        undelivered by a transient failure: the collector is down or the budget is spent).
+        blocks the ones behind it); so is a server error (``Outcome.suspect``), a record
+        failing alone given up once the collector takes another part. Returns (records
+        the collector took, records left undelivered by a transient failure: the
+        collector is down or the budget is spent).
         Parts go out oldest first, so the undelivered records are always the batch's last
         ones, returned in their order (spooled and replayed in order; a replay keeps the
         progress before them). ``replay``: spooled records, whose rejection is a loss of the
-        spool (``replay_dropped``), not more of what this process sent.
+        spool (``replay_dropped``), not more of what this process sent. ``size``: the most
+        records a request holds (0: all of them).
         """
         deadline = time.monotonic() + max(timeout, 0.05) * 2
         self.retry_after = 0.0
-        parts = [records] if records else []
+        step = size if size > 0 else max(len(records), 1)
+        parts = [records[i : i + step] for i in range(0, len(records), step)][::-1]
         delivered = 0
+        taken = False  # the collector took a part of this request: it is up
+        #: Records answered a server error alone before the collector took anything: given
+        #: up once it takes another part, else left undelivered (it is down) with the rest.
+        suspects: list[tuple[int, ReadableLogRecord]] = []
+        why = ""  # the server error the suspects were answered
+        retried: object = None  # the record failing alone that is being sent once more
         while parts:
             part = parts.pop()
             if time.monotonic() > deadline and part is not records:
-                return delivered, [r for p in [part, *reversed(parts)] for r in p]
+                return delivered, [*suspects, *(r for p in [part, *reversed(parts)] for r in p)]
             outcome = self.send([r for _, r in part], timeout)
             if outcome.ok:
-                delivered += len(part) - min(outcome.rejected, len(part))
-                if outcome.rejected:
-                    self._reject(part, min(outcome.rejected, len(part)), outcome.message, replay)
-                self._handled(len(part), replay)
+                taken = True
+                self.suspect = dict.fromkeys(self.suspect, True)
+                delivered += self._taken(part, outcome, replay)
+                delivered += self._settle(suspects, why, timeout, replay)
+                suspects = []
                 continue
-            if not (outcome.too_large or outcome.permanent):
+            narrow = outcome.too_large or outcome.permanent
+            if outcome.suspect and (taken or len(suspects) < _MAX_SUSPECTS):
+                narrow = True
+                alone = len(part) == 1 and not taken and part is not retried
+                if alone and not self._again(part[0]):
+                    suspects.append(part[0])
+                    why = self.last_failure = outcome.message
+                    self.retry_after = outcome.retry_after
+                    continue
+            if not narrow:
                 self.last_failure, self.retry_after = outcome.message, outcome.retry_after
-                return delivered, [r for p in [part, *reversed(parts)] for r in p]
+                return delivered, [*suspects, *(r for p in [part, *reversed(parts)] for r in p)]
             if len(part) > 1:
                 mid = len(part) // 2
                 parts.append(part[mid:])
                 parts.append(part[:mid])
                 continue
-            self._reject(part, 1, outcome.message or "rejected by the collector", replay)
+            alone = outcome.suspect and not (outcome.permanent or outcome.too_large)
+            if alone and part is not retried:  # failing alone once more before given up
+                retried = part
+                parts.append(part)
+                continue
+            text = outcome.message or "rejected by the collector"
+            self._give_up(part, text, replay, suspect=alone)
+        return delivered, suspects
+
+    def _settle(
+        self,
+        suspects: list[tuple[int, ReadableLogRecord]],
+        why: str,
+        timeout: float,
+        replay: bool,
+    ) -> int:
+        """The collector is up: each record that failed alone is sent once more, and given
+        up if it fails again (any answer: it is not held behind what was taken after it)."""
+        delivered = 0
+        for record in suspects:
+            again = self.send([record[1]], timeout)
+            if again.ok:
+                delivered += self._taken([record], again, replay)
+            else:
+                self._give_up([record], again.message or why, replay, suspect=True)
+        return delivered
+
+    def _taken(
+        self, part: list[tuple[int, ReadableLogRecord]], outcome: Outcome, replay: bool
+    ) -> int:
+        """Count ``part`` taken (less what a partial success rejected): how many arrived."""
+        rejected = min(outcome.rejected, len(part))
+        if rejected:
+            self._reject(part, rejected, outcome.message, replay)
+        self._handled(len(part), replay)
+        return len(part) - rejected
+
+    def _again(self, record: tuple[int, ReadableLogRecord]) -> bool:
+        """Whether ``record`` failed alone with a server error before, and the collector
+        took a request since; else it is remembered as one that failed alone."""
+        attributes = record[1].log_record.attributes or {}
+        uid = attributes.get("log.record.uid") or id(record[1])
+        if self.suspect.pop(uid, False):
+            return True
+        self.suspect[uid] = False
+        while len(self.suspect) > _MAX_REMEMBERED:
+            del self.suspect[next(iter(self.suspect))]
+        return False
+
+    def _give_up(
+        self,
+        part: list[tuple[int, ReadableLogRecord]],
+        message: str,
+        replay: bool,
+        *,
+        suspect: bool = False,
+    ) -> None:
+        """Count each record of ``part`` rejected (``suspect``: it failed alone with a
+        server error, and the collector has just taken another part) and handled."""
+        text = f"failed alone while the collector took the rest: {message}" if suspect else message
+        for record in part:
+            self._reject([record], 1, text, replay)
             self._handled(1, replay)
-        return delivered, []
 
     def _handled(self, n: int, replay: bool) -> None:
         if not replay:
@@ -127,7 +227,7 @@ class Delivery:
                 self.handled += n
 
     def replay(
-        self, docs: list[dict[str, Any]], builder: RecordBuilder, timeout: float
+        self, docs: list[dict[str, Any]], builder: RecordBuilder, timeout: float, size: int = 0
     ) -> tuple[int, bool]:
         """Deliver one batch of spool lines: (how many of them, from the first, are done:
         delivered or given up; whether all of them are). A line that is not a record is
@@ -143,7 +243,7 @@ class Delivery:
                 index.append(i)
             except Exception:
                 broken.append((i, doc.get("cls")))
-        left = len(self.deliver(records, timeout, replay=True)[1])
+        left = len(self.deliver(records, timeout, replay=True, size=size)[1])
         done = len(docs) if not left else index[len(records) - left]
         with self._lock:
             for _, cls in (b for b in broken if b[0] < done):

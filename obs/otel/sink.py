@@ -44,6 +44,7 @@ from opentelemetry.sdk._logs.export import (
 from obs._spool import Spool, service_dir
 from obs.otel import transport
 from obs.otel.accounting import Report
+from obs.otel.known import settings_secrets
 from obs.otel.records import RecordBuilder, exception_fields
 from obs.otel.sigterm import SigtermHook
 from obs.otel.state import State
@@ -114,7 +115,10 @@ class ExportSink:
             make_transport = lambda: ExporterTransport(exporter)  # noqa: E731
         else:
             self.mode = settings.logs_exporter
-            make_transport = lambda: ExporterTransport(transport.build_exporter(settings))  # noqa: E731
+            secrets = settings_secrets(dict(settings.otlp_headers), settings.otlp_logs_url)
+            make_transport = lambda: ExporterTransport(  # noqa: E731
+                transport.build_exporter(settings), secrets
+            )
         self._builder = RecordBuilder(settings, resolver)
         self._worker = ExportWorker(
             settings,

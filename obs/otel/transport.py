@@ -28,6 +28,7 @@ from obs.encode import REDACTED, scrub_text
 from obs.errors import ConfigError
 from obs.otel.http_session import abort_request
 from obs.otel.http_session import session as _session
+from obs.otel.known import KnownSecrets, exporter_secrets, install_sdk_filter
 from obs.otel.records import SCOPE
 from obs.otlp_wire import Encoder
 from obs.settings import Settings
@@ -177,10 +178,16 @@ def _takes_data(client: object) -> bool:
 class ExporterTransport:
     """An SDK ``LogRecordExporter`` driven synchronously from the export thread."""
 
-    __slots__ = ("_box", "_encoder", "_send_bytes", "_set_timeout", "exporter", "wire")
+    __slots__ = ("_box", "_encoder", "_known", "_send_bytes", "_set_timeout", "exporter", "wire")
 
-    def __init__(self, exporter: LogRecordExporter) -> None:
+    def __init__(self, exporter: LogRecordExporter, secrets: Sequence[str] = ()) -> None:
+        """``secrets``: credentials the exporter sends besides those it holds (the
+        endpoint's password, which a gRPC exporter holds only encoded)."""
         self.exporter = exporter
+        #: What the exporter sends that no message of obs' may repeat (a collector echoes it).
+        known = [*secrets, *exporter_secrets(exporter)]
+        self._known = KnownSecrets(known)
+        install_sdk_filter(known)
         self._set_timeout = _request_timeout_setter(exporter)
         self._encoder = Encoder()
         self._send_bytes = _wire_path(exporter, self._encoder)
@@ -194,6 +201,12 @@ class ExporterTransport:
             self._box = install_grpc_probe(exporter)
 
     def export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
+        outcome = self._export(batch, timeout)
+        if outcome.message and self._known:
+            outcome.message = self._known(outcome.message)
+        return outcome
+
+    def _export(self, batch: Sequence[ReadableLogRecord], timeout: float) -> Outcome:
         if self._set_timeout is not None:
             self._set_timeout(max(timeout, 0.01))
         box = self._box
@@ -276,14 +289,19 @@ def quietly(fn: Callable[[], object]) -> None:
 
 
 def endpoint_text(url: str | None) -> str:
-    """``url`` for messages: without its user info (a password or token), scrubbed."""
+    """``url`` for messages: without its user info (a password or token) and its query
+    values (a SAS ``sig``, a token under any name), scrubbed."""
     if not url:
         return ""
     try:
         parts = urlsplit(url)
         if parts.username is not None or parts.password is not None:
             netloc = parts.netloc.rsplit("@", 1)[-1]
-            url = urlunsplit(parts._replace(netloc=f"[REDACTED]@{netloc}"))
+            parts = parts._replace(netloc=f"[REDACTED]@{netloc}")
+        if parts.query:
+            names = [piece.partition("=")[0] for piece in parts.query.split("&")]
+            parts = parts._replace(query="&".join(f"{name}={REDACTED}" for name in names))
+        url = urlunsplit(parts)
     except ValueError:
         return "[unparsable endpoint]"
     return scrub_text(url)

@@ -15,7 +15,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import ReadableLogRecord
 
 from obs._spool import ReplayResult
-from obs.otel.delivery import failure_text, merge_loss
+from obs.otel.delivery import MIN_REPLAY_READ, failure_text, merge_loss
 from obs.otel.intake import DISPOSE_CHUNK, WorkerCore
 from obs.otel.pacing import MAX_BACKOFF
 from obs.otel.records import Captured, Payload
@@ -255,7 +255,7 @@ class ExportWorker(WorkerCore):
         try:
             result = self._spool.replay(
                 lambda docs: self._replay_batch(docs, timeout),
-                self._batch_size,
+                max(self._batch_size, MIN_REPLAY_READ),
                 should_stop,
                 merge_loss,
             )
@@ -273,7 +273,7 @@ class ExportWorker(WorkerCore):
     def _replay_batch(self, docs: list[dict[str, Any]], timeout: float) -> int:
         """Deliver one batch of spool lines; how many of them (from the first) are done,
         delivered or given up. The outcome moves the collector's state."""
-        done, ok = self._delivery.replay(docs, self._builder, timeout)
+        done, ok = self._delivery.replay(docs, self._builder, timeout, self._batch_size)
         with self._cond:
             gone = self._give_up  # shutdown interrupted it: no answer to report
             if ok:  # the collector is back: log straight to it again
