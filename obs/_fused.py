@@ -16,6 +16,7 @@ from __future__ import annotations
 __all__ = ["FusedLine"]
 
 import time
+from contextvars import copy_context as _copy_context
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -27,7 +28,7 @@ from obs.context import any_bound
 from obs.dedup import NOT_PLAIN
 from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
 from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
-from obs.render import PIPE_LINE_MAX, TimeStamper, fit_line
+from obs.render import _LOKI_BYTES, _LOKI_FIELDS, PIPE_LINE_MAX, TimeStamper, fit_line
 from obs.render import _dumps as _line
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ _STR_ONLY = frozenset({str})
 #: The option ``JSONRenderer.line_bytes`` passes to the encoder, which this path calls
 #: directly (one frame fewer per line).
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
+_orjson_dumps = orjson.dumps
 #: A longer str value with a pair separator is left to the chain, which bounds what one
 #: call spends looking for secret words (here the test would cost each value in full).
 _HINTED_MAX = 512
@@ -65,7 +67,7 @@ class FusedLine:
         self._stamper = stamper
         self._redactor = redactor
 
-    def write(  # noqa: C901, PLR0911, PLR0912, PLR0917 - the hot path, inlined, positional
+    def write(  # noqa: C901, PLR0911, PLR0912, PLR0915, PLR0917 - the hot path, inlined, positional
         self,
         logger: BoundLogger,
         level: int,
@@ -122,11 +124,14 @@ class FusedLine:
                 elif cls not in PLAIN_TYPES:
                     return False
         sink = self._sink
-        if runtime.sink is not sink or runtime.closed or any_bound():
+        if runtime.sink is not sink or runtime.closed or (len(_copy_context()) and any_bound()):
             return False  # shutting down (the sink is taken first): the chain counts it
         ns = time.time_ns()
+        stamper = self._stamper  # TimeStamper.stamp inlined while the second is the same
         ed: dict[str, Any] = {
-            "timestamp": self._stamper.stamp(ns),
+            "timestamp": stamper._format % (ns // 1000 % 1_000_000)
+            if ns // 1_000_000_000 == stamper._second
+            else stamper.stamp(ns),
             "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
             "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
             "event": event,
@@ -145,11 +150,29 @@ class FusedLine:
             for capture in runtime.captures:
                 capture.append(dict(ed))
         output = runtime._output  # the attribute, not the property: a frame fewer
-        line = _line(ed, _NEWLINE, finite=not nonfinite, flat=True)  # plain values only
+        try:  # render._dumps' first case, inlined: a short ASCII line orjson wrote as is
+            line = b"" if nonfinite else _orjson_dumps(ed, option=_NEWLINE)
+        except Exception:
+            line = b""
+        if (  # else: one it would escape, cut, fold for Loki or could not write (nonfinite)
+            not line
+            or len(line) > _LOKI_BYTES
+            or len(ed) > _LOKI_FIELDS
+            or not line.isascii()
+            or line.find(b"\x7f") >= 0
+        ):
+            line = _line(ed, _NEWLINE, finite=not nonfinite, flat=True)  # plain values only
         shown = line
         if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
             shown = fit_line(ed)  # whole across processes sharing the pipe
-        output.write(shown, line)
+        stream = output.stream
+        if output.file is None and stream is not None and not output.posting:
+            try:  # Output.write, inlined for the console-only case
+                output.dropped += stream.write(shown)
+            except Exception:
+                output.dropped += 1
+        else:
+            output.write(shown, line)
         if output.dropped and output.dropped != runtime._drops_reported.get("write_failed"):
             runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
         if sink is not None:  # what the chain hands it: the fields, the level and the time

@@ -252,7 +252,9 @@ class Runtime:
             except Exception:  # the chain decides (and reports) instead
                 done = False
             if done:
-                self._after_event()
+                deduper = self.deduper  # _after_event's test, inlined: a frame fewer
+                if deduper.summary_due or deduper.capacity_reached or self.drops_due:
+                    self._after_event()
             else:
                 self._process(method, self._entry(logger, level, event, kw, args, depth))
         finally:

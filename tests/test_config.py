@@ -235,9 +235,10 @@ class TestInternalErrors:
             raise OSError("disk full")
 
         # Every renderer (the chain's, the last resort's) goes through it; the fused path
-        # holds it under its own name (a frame fewer per line).
+        # holds it under its own name (a frame fewer per line) and tries orjson first.
         monkeypatch.setattr("obs.render._dumps", lambda *a, **k: broken_render({}))
         monkeypatch.setattr("obs._fused._line", lambda *a, **k: broken_render({}))
+        monkeypatch.setattr("obs._fused._orjson_dumps", lambda *a, **k: broken_render({}))
         obs.get_logger("t").error("lost")
         obs.get_logger("t").error("lost again")
         assert 3 == runtime.unreported_errors  # two events and the one report about them

@@ -24,8 +24,9 @@ import obs
 import obs.testing
 from obs._config import STATE
 from obs._fused import FusedLine
-from obs._output import Output
+from obs._output import StreamSink
 from obs.encode import MAX_STR
+from obs.render import _LOKI_BYTES
 
 NOW = 1_764_820_800_123_456_789
 
@@ -102,9 +103,9 @@ def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Log a call twice (fused, then chain) and return both JSON lines as bytes."""
     written: list[bytes] = []
 
-    def capture(self: Any, console: bytes | None, line: bytes | None) -> None:
-        if console is not None:
-            written.append(console)
+    def capture(self: Any, data: bytes) -> int:  # the console line, whichever path wrote it
+        written.append(data)
+        return 0
 
     monkeypatch.setattr(time, "time_ns", lambda: NOW)
     obs.configure(format="json", level="DEBUG", stdlib_bridge=False, logs_exporter="none")
@@ -112,7 +113,7 @@ def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     assert runtime is not None
     fused = runtime._fused
     assert fused is not None
-    monkeypatch.setattr(Output, "write", capture)
+    monkeypatch.setattr(StreamSink, "write", capture)
     taken = _record_fused_taken(monkeypatch)
 
     def both(method: str, event: str, fields: dict[str, Any]) -> tuple[bytes, bytes, bool]:
@@ -147,6 +148,26 @@ class TestByteIdentical:
         method, event, fields = call
         fused, chain, _ = lines(method, event, fields)
         assert chain == fused
+
+    @given(
+        n=st.integers(60, 72),  # around the field count over which Loki's fold is tried
+        size=st.one_of(st.integers(0, 400), st.integers(_LOKI_BYTES - 800, _LOKI_BYTES + 50)),
+        tail=st.sampled_from(["", "\x7f", "\xe9", "\u2028", "\x85"]),
+    )
+    @settings(
+        max_examples=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    def test_fused_line_equals_the_chains_at_the_bounds_of_its_own_line(
+        self, lines: Any, n: int, size: int, tail: str
+    ) -> None:
+        """Around the bounds where the fused path hands its line to the renderer (Loki's
+        fold by bytes or fields, text to escape) it still writes exactly the chain's line."""
+        fields: dict[str, Any] = {f"f{i}": i for i in range(n)}
+        fields["s"] = "x" * size + tail
+        fused, chain, taken = lines("info", "e", fields)
+        assert (True, chain) == (taken, fused)
 
     def test_credentials_take_the_chain(self, lines: Any) -> None:
         """A URL password or a bearer token in the event or a value: the chain scrubs it."""
@@ -253,9 +274,9 @@ def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
     written: list[bytes] = []
     handed: list[tuple[list[tuple[str, Any]], dict[str, Any]]] = []
 
-    def capture(self: Any, console: bytes | None, line: bytes | None) -> None:
-        if console is not None:
-            written.append(console)
+    def capture(self: Any, data: bytes) -> int:  # the console line, whichever path wrote it
+        written.append(data)
+        return 0
 
     def seen(ed: dict[str, Any]) -> None:
         public = [(k, v) for k, v in ed.items() if not k.startswith("_obs_")]
@@ -264,7 +285,7 @@ def exported(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
     runtime = _export_with_spy(monkeypatch, tmp_path, seen, format="json", level="DEBUG")
     fused = runtime._fused
     assert fused is not None, "export on: the fused path is still taken"
-    monkeypatch.setattr(Output, "write", capture)
+    monkeypatch.setattr(StreamSink, "write", capture)
     taken = _record_fused_taken(monkeypatch)
 
     def both(method: str, event: str, fields: dict[str, Any]) -> tuple[Any, Any, bool]:
