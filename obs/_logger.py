@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTEXT_OWNED, NO_EVENT, user_fields
 from obs._secrets import scrub_name
-from obs.dedup import HIT_DUE
+from obs.dedup import HIT_DUE, _all_same, _same
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
 from obs.severity import ALERT_LEVEL, claim_alert
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from obs._config import Holder
     from obs._runtime import Runtime
 
+#: A counted repeat after which the periodic summaries are due (the caller drains them).
+_DUE: Any = object()
 _D, _I, _W, _E, _C = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL
 
 
@@ -161,20 +163,53 @@ class BoundLogger:
         def error_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
 
 
-def _once_method(level: int, method: str) -> Callable[..., None]:
+def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 - see once
     """``<method>_once``: log ``event`` once per key (and count the repeats). A plain
     repeat (no args, no bound context, no stage) is answered by the runtime's once cache
     before any event dict is built; anything else takes the runtime's once path."""
     alerting = level >= ALERT_LEVEL
 
-    def once(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
+    def once(  # noqa: C901, PLR0912 - the hot path: OnceCache.repeat inlined (a frame less)
+        self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any
+    ) -> None:
         rt = self._holder.runtime or self._holder.ensure()
-        if rt.level <= level and not args and not self._context:
-            hit = rt.once_cache.repeat(self._name, level, event, kw)  # never with a stage
-            if hit:  # a plain suppressed repeat, counted (never the alert's: not cached)
-                if hit == HIT_DUE:
-                    rt.emit_summaries()
+        if not args and not self._context:  # the table's rows, as OnceCache.repeat reads them
+            cache = rt.once_cache
+            try:  # an unhashable event, a value whose __eq__ raises: the full path
+                rows = cache._table.get(event)  # never with a stage (a row implies the level)
+                if rows is not None and cache._world._default_pg is cache._pg:
+                    for snap, key, cls, more, row_level, name, entry, count in rows:  # noqa: B007
+                        if (
+                            snap == kw
+                            and row_level == level
+                            and name == self._name
+                            and (key is None or type(kw[key]) is cls or _same(kw[key], cls))
+                            and (not more or _all_same(kw, more))
+                        ):
+                            break
+                    else:
+                        rows = None
+                    if rows is not None:
+                        if entry is None:  # the scope keeps this rank quiet: nothing to count
+                            return
+                        now = cache._clock()
+                        count()  # the deduper's own lock-free count: exact and shared
+                        entry.last_seen = now
+                        if now < cache._deduper._next_summary:
+                            return
+                        cache._deduper.summary_due = True
+                        rows = _DUE
+            except Exception:
+                rows = None
+            if rows is _DUE:
+                rt.emit_summaries()
                 return
+            if rows is not None and rt.level <= level:  # the rank may have moved: sync
+                hit = cache.repeat(self._name, level, event, kw)
+                if hit:
+                    if hit == HIT_DUE:
+                        rt.emit_summaries()
+                    return
         if alerting:
             _alert(event, kw)
         if "stage" in kw:

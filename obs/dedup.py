@@ -487,8 +487,9 @@ NOT_CACHED = NOT_PLAIN - {"scope"}
 _MAX_KEYS = 4096
 _PER_EVENT = 4
 
-#: (arguments, (name or position, type) per argument, level, logger, the deduper's entry).
-Snapshot = tuple[Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None"]
+#: (arguments, the first argument's name or position and type (None: no argument), the
+#: others' (name or position, type), level, logger, the deduper's entry, its counter's next).
+Snapshot = tuple[Any, Any, Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None", Any]
 
 
 _UNSEEN = object()
@@ -528,6 +529,11 @@ def _same(value: object, shape: object) -> bool:
     )
 
 
+def _all_same(args: Any, types: tuple[tuple[Any, Any], ...]) -> bool:
+    """Each argument after the first of the remembered type (a call with several)."""
+    return all(type(args[k]) is cls or _same(args[k], cls) for k, cls in types)
+
+
 class OnceCache:
     """Per runtime: event -> the last few (arguments, their types, level, logger, entry)."""
 
@@ -554,6 +560,7 @@ class OnceCache:
         self._world: Any = _UNKNOWN
         self._pg: object = None
         self._generation = -1
+        resolver.on_change = self.invalidate  # fork, refresh, a recompute: look again
         #: Off without a GIL: the deduper's lock-free count is what makes a hit cheap.
         self.enabled = deduper.lockfree
 
@@ -571,19 +578,18 @@ class OnceCache:
             rows = self._table.get(event)
             if rows is None:
                 return 0
-            if (
-                self._world._default_pg is not self._pg
-                or self._resolver.generation != self._generation
-            ) and not self._sync():
+            if self._world._default_pg is not self._pg and not self._sync():
                 self._table.clear()  # the rank changed: scopes must be decided again
                 return 0
-            for snap, types, row_level, row_name, entry in rows:  # noqa: B007 - used after
-                if snap == args and row_level == level and row_name == name:
-                    for key, cls in types:  # a keyword's name or an argument's position
-                        if type(args[key]) is not cls and not _same(args[key], cls):
-                            break
-                    else:
-                        break
+            for snap, key, cls, more, row_level, row_name, entry, count in rows:  # noqa: B007
+                if (
+                    snap == args
+                    and row_level == level
+                    and row_name == name
+                    and (key is None or type(args[key]) is cls or _same(args[key], cls))
+                    and (not more or _all_same(args, more))
+                ):
+                    break
             else:
                 return 0
             if entry is None:  # the scope keeps this rank quiet: nothing to count
@@ -592,7 +598,7 @@ class OnceCache:
             return 0
         # Counted on the deduper's own entry, as Deduper.repeat does (inlined: a frame less).
         now = self._clock()
-        next(entry.fast)  # the deduper's own lock-free count: exact and shared
+        count()  # next() of the deduper's own lock-free count: exact and shared
         entry.last_seen = now
         if now < self._deduper._next_summary:
             return HIT
@@ -640,7 +646,9 @@ class OnceCache:
                 tuple(list(v) if type(v) is list else v for v in args),
                 tuple(enumerate(shapes)),
             )
-        rows.append((snap, types, level, name, entry))
+        key, cls = types[0] if types else (None, None)  # the first checked inline
+        count = None if entry is None else entry.fast.__next__
+        rows.append((snap, key, cls, types[1:], level, name, entry, count))
 
     @staticmethod
     def slot(event: str, scope: object) -> object:
@@ -666,10 +674,16 @@ class OnceCache:
         elif world is NOT_IMPORTED and pg:  # imported, not found yet (a thread is
             pg = _UNSEEN  # importing it): the next hit looks again
         self._world, self._pg = _UNKNOWN if world is None else world, pg
+        if resolver.generation != self._generation:  # moved meanwhile: look again next hit
+            self._world = _UNKNOWN
         if info is self._info:
             return True
         self._info = info
         return False
+
+    def invalidate(self) -> None:
+        """The rank info moved (fork, refresh, a recompute): the next hit syncs first."""
+        self._world = _UNKNOWN
 
     def clear(self) -> None:
         """Forget everything (shutdown)."""

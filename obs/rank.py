@@ -239,6 +239,7 @@ class RankResolver:
         "_is_init",
         "_stale",
         "generation",
+        "on_change",
         "world",
     )
 
@@ -250,6 +251,9 @@ class RankResolver:
         #: Bumped whenever the info is recomputed or marked stale (after a fork): the once
         #: cache compares it inline instead of calling :meth:`current`.
         self.generation = 0
+        #: Called after the generation moved (the once cache drops its inline check's
+        #: holder, so a hit compares one attribute, not the generation too).
+        self.on_change: Callable[[], object] | None = None
         self._dist_state: object = False
         self._is_init: Any = None
         #: torch's process-group holder once found (its ``_default_pg`` is what the probe
@@ -274,6 +278,8 @@ class RankResolver:
             self._info = self._compute(state)
             self._dist_state = state
             self._stale = False
+            if self.on_change is not None:
+                self.on_change()
         return self._info
 
     def refresh(self) -> RankInfo:
@@ -382,6 +388,8 @@ def _mark_stale(ref: weakref.ref[RankResolver]) -> None:
     if resolver is not None:
         resolver._stale = True
         resolver.generation += 1
+        if resolver.on_change is not None:
+            resolver.on_change()
 
 
 class add_rank_info:  # noqa: N801 - a processor, named like structlog's add_log_level

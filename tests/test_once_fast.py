@@ -324,6 +324,49 @@ class TestInvalidation:
             log.info_once("evt")
         assert {"fast:20:evt": 2} == _summaries(read)
 
+    @pytest.mark.parametrize("api", ["bound", "dropin"])
+    def test_a_refresh_while_the_table_syncs_is_not_lost(
+        self, configure_json: Configure, monkeypatch: pytest.MonkeyPatch, api: str
+    ) -> None:
+        """The rank moves (another thread's refresh) after the table read the rank info
+        and before it recorded what it checked: the next repeat looks again and is kept
+        quiet at local rank 1 (a hit compares only the holder, so the table hears of the
+        move from the resolver and records nothing it did not check)."""
+        import torch.distributed  # noqa: F401 - the resolver finds torch's group holder
+
+        for name in _RANK_ENV:
+            monkeypatch.delenv(name, raising=False)
+        read = configure_json()
+        log, dropin = obs.get_logger("fast"), init_logger("fast.dropin")
+        call = (
+            (lambda: log.info_once("evt", n=1))
+            if api == "bound"
+            else (lambda: dropin.info_once("evt %s", 1))
+        )
+        call()
+        call()  # remembered, then counted by the table
+        real = RankResolver.current
+        armed = [True]
+
+        def moved_after(self: RankResolver) -> Any:
+            info = real(self)
+            if armed[0]:  # the other thread: the rank moves before the table records
+                armed[0] = False
+                for name, value in zip(_RANK_ENV, ("1", "1", "2", "2"), strict=True):
+                    monkeypatch.setenv(name, value)
+                self._stale = True
+                real(self)
+            return info
+
+        assert STATE.runtime is not None
+        STATE.runtime.once_cache.invalidate()  # nothing changed: the next hit syncs
+        monkeypatch.setattr(RankResolver, "current", moved_after)
+        call()  # syncs: the info read is the old rank's, so this one is still counted
+        monkeypatch.setattr(RankResolver, "current", real)
+        for _ in range(5):
+            call()  # local rank 1 now: neither written nor counted
+        assert [2] == list(_summaries(read).values())
+
     def test_process_group_init_and_destroy_are_seen(
         self, configure_json: Configure, tmp_path: Path
     ) -> None:
@@ -777,9 +820,10 @@ class TestBeforeTorch:
         without asking the resolver (on main each hit recomputed the rank probe: 2.7x the
         cost with torch loaded); importing it and a gloo group initialised then destroyed
         are still seen on the next hit, and the repeats counted exactly. A hit runs the
-        two Python frames it runs with torch loaded, no third (on 910b464 the stand-in's
-        ``_default_pg`` was a Python property: a frame per hit, 1.35x the instructions of
-        the torch-loaded hit). A fresh process: this one has torch loaded."""
+        one Python frame it runs with torch loaded (the method), no second (on 910b464
+        the stand-in's ``_default_pg`` was a Python property: a frame per hit, 1.35x the
+        instructions of the torch-loaded hit; on 7bc339d the table's own ``repeat`` was a
+        second). A fresh process: this one has torch loaded."""
         out = _child(_BEFORE_TORCH, mode, str(tmp_path / "store"), cwd=tmp_path)
-        frames = [["once", "repeat"], 20]
+        frames = [["once"], 10]
         assert {"probes": 0, "seen": seen, "count": count, "frames": frames} == out
