@@ -111,11 +111,13 @@ class Delivery:
         failing alone given up once the collector takes another part. Returns (records
         the collector took, records left undelivered by a transient failure: the
         collector is down or the budget is spent).
-        Parts go out oldest first, so the undelivered records are always the batch's last
-        ones, returned in their order (spooled and replayed in order; a replay keeps the
-        progress before them). ``replay``: spooled records, whose rejection is a loss of the
-        spool (``replay_dropped``), not more of what this process sent. ``size``: the most
-        records a request holds (0: all of them).
+        Parts go out oldest first, so the undelivered records are the batch's last ones,
+        returned in their order (spooled and replayed in order; a replay keeps the progress
+        before them), but for records failing alone left untried when the budget ran out
+        while settling them (they precede the part the collector took after them).
+        ``replay``: spooled records, whose rejection is a loss of the spool
+        (``replay_dropped``), not more of what this process sent. ``size``: the most records
+        a request holds (0: all of them).
         """
         deadline = time.monotonic() + max(timeout, 0.05) * 2
         self.retry_after = 0.0
@@ -137,8 +139,12 @@ class Delivery:
                 taken = True
                 self.suspect = dict.fromkeys(self.suspect, True)
                 delivered += self._taken(part, outcome, replay)
-                delivered += self._settle(suspects, why, timeout, replay)
+                settled, unsent = self._settle(suspects, why, timeout, replay, deadline)
+                delivered += settled
                 suspects = []
+                if unsent:  # the budget is spent: they and the rest are left undelivered
+                    self.last_failure = why
+                    return delivered, [*unsent, *(r for p in reversed(parts) for r in p)]
                 continue
             narrow = outcome.too_large or outcome.permanent
             if outcome.suspect and (taken or len(suspects) < _MAX_SUSPECTS):
@@ -172,17 +178,21 @@ class Delivery:
         why: str,
         timeout: float,
         replay: bool,
-    ) -> int:
+        deadline: float,
+    ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
         """The collector is up: each record that failed alone is sent once more, and given
-        up if it fails again (any answer: it is not held behind what was taken after it)."""
+        up if it fails again (any answer: it is not held behind what was taken after it).
+        Only within the request's budget: (how many arrived, the ones not tried again)."""
         delivered = 0
-        for record in suspects:
+        for i, record in enumerate(suspects):
+            if time.monotonic() > deadline:
+                return delivered, suspects[i:]
             again = self.send([record[1]], timeout)
             if again.ok:
                 delivered += self._taken([record], again, replay)
             else:
                 self._give_up([record], again.message or why, replay, suspect=True)
-        return delivered
+        return delivered, []
 
     def _taken(
         self, part: list[tuple[int, ReadableLogRecord]], outcome: Outcome, replay: bool
@@ -243,8 +253,8 @@ class Delivery:
                 index.append(i)
             except Exception:
                 broken.append((i, doc.get("cls")))
-        left = len(self.deliver(records, timeout, replay=True, size=size)[1])
-        done = len(docs) if not left else index[len(records) - left]
+        left = self.deliver(records, timeout, replay=True, size=size)[1]
+        done = len(docs) if not left else index[_first(records, left)]
         with self._lock:
             for _, cls in (b for b in broken if b[0] < done):
                 self._acct.counters.corrupt(1, cls)
@@ -360,6 +370,15 @@ class Disposer:
                 counters.drop(why, cls, report=False)
             if release is not None:
                 release()
+
+
+def _first(
+    records: list[tuple[int, ReadableLogRecord]], left: list[tuple[int, ReadableLogRecord]]
+) -> int:
+    """Where the first of ``left`` is in ``records``: records that failed alone and were
+    not tried again precede the part taken after them (read again: sent twice, not lost)."""
+    ids = {id(record) for _, record in left}
+    return next(i for i, (_, record) in enumerate(records) if id(record) in ids)
 
 
 def loss_key(line: dict[str, Any]) -> str:
