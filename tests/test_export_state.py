@@ -57,6 +57,8 @@ def expected_collector(state: State, signal: Signal) -> Collector:
         return Collector.GONE
     if signal is Signal.EXPORT_FAILED:
         return Collector.GONE if state.phase in SHUT else Collector.DOWN
+    if signal is Signal.SERVER_ERROR:  # it answered (server errors to single records)
+        return Collector.GONE if state.phase in SHUT else Collector.UP
     if signal is Signal.EXPORT_OK:
         return Collector.UP
     return state.collector

@@ -57,6 +57,7 @@ class Delivery:
         "counted",
         "handled",
         "last_failure",
+        "reachable",
         "retry_after",
         "suspect",
     )
@@ -74,6 +75,9 @@ class Delivery:
         self.last_failure = ""
         #: How long the collector asked to wait after the last failed request (0: nothing).
         self.retry_after = 0.0
+        #: The last request left records only because they failed alone with a server
+        #: error: the collector answers (it is not down); a later record can prove it up.
+        self.reachable = False
         #: Records of the batch in flight already counted lost (rejected): no longer in
         #: flight; and how many from its first are handled (taken by the collector or
         #: given up): shutdown spools only the rest of a batch it takes over. The worker
@@ -121,6 +125,7 @@ class Delivery:
         """
         deadline = time.monotonic() + max(timeout, 0.05) * 2
         self.retry_after = 0.0
+        self.reachable = False
         step = size if size > 0 else max(len(records), 1)
         parts = [records[i : i + step] for i in range(0, len(records), step)][::-1]
         delivered = 0
@@ -170,6 +175,7 @@ class Delivery:
                 continue
             text = outcome.message or "rejected by the collector"
             self._give_up(part, text, replay, suspect=alone)
+        self.reachable = bool(suspects)
         return delivered, suspects
 
     def _settle(

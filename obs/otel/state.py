@@ -48,6 +48,10 @@ class Signal(enum.Enum):
 
     EXPORT_OK = "export_ok"
     EXPORT_FAILED = "export_failed"
+    #: An export failed, but the collector answered server errors to single records (a
+    #: record it fails on, or it fails on everything): reachable, so records keep queuing
+    #: (no write-ahead) and a later one can prove it up; the worker backs off all the same.
+    SERVER_ERROR = "server_error"
     GIVE_UP = "give_up"  #: shutdown interrupts an export that does not return
     FLUSH_BEGIN = "flush_begin"
     FLUSH_END = "flush_end"
@@ -92,6 +96,7 @@ PHASES: dict[tuple[Phase, Signal], Phase] = {
 COLLECTORS: dict[tuple[Collector, Signal], Collector] = {
     (Collector.UP, Signal.EXPORT_FAILED): Collector.DOWN,
     (Collector.DOWN, Signal.EXPORT_OK): Collector.UP,
+    (Collector.DOWN, Signal.SERVER_ERROR): Collector.UP,
     (Collector.UP, Signal.GIVE_UP): Collector.GONE,
     (Collector.DOWN, Signal.GIVE_UP): Collector.GONE,
     (Collector.UP, Signal.FORK): Collector.UP,
@@ -101,10 +106,12 @@ COLLECTORS: dict[tuple[Collector, Signal], Collector] = {
 
 
 def transition(state: State, signal: Signal) -> State:
-    """The next state. While closing, a failed export means the collector is gone (spool
-    the rest now); a signal that does not apply leaves the state unchanged."""
+    """The next state. While closing, a failed export (a server error too) means the
+    collector is gone (spool the rest now); a signal that does not apply leaves the state
+    unchanged."""
     phase = PHASES.get((state.phase, signal), state.phase)
-    if signal is Signal.EXPORT_FAILED and state.phase in CLOSING_PHASES:
+    failed = signal is Signal.EXPORT_FAILED or signal is Signal.SERVER_ERROR
+    if failed and state.phase in CLOSING_PHASES:
         collector = Collector.GONE
     else:
         collector = COLLECTORS.get((state.collector, signal), state.collector)

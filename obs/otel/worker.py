@@ -235,7 +235,8 @@ class ExportWorker(WorkerCore):
 
     def _enter_backoff_locked(self, now: float) -> None:
         self._pace.failed(now, self._delivery.retry_after)
-        self._signal(Signal.EXPORT_FAILED)  # while closing: the collector is gone
+        # while closing: the collector is gone
+        self._signal(Signal.SERVER_ERROR if self._delivery.reachable else Signal.EXPORT_FAILED)
 
     def _note_failure(self) -> None:
         """Note a failed export or replay for the operator (once per kind of answer)."""
