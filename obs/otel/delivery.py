@@ -82,7 +82,10 @@ class Delivery:
         #: flight; and how many from its first are handled (taken by the collector or
         #: given up): shutdown spools only the rest of a batch it takes over. The worker
         #: resets both as it takes or settles a batch.
-        self.counted = self.handled = 0
+        self.counted = 0
+        #: The records of the batch in flight handled so far (by ``id``): not always its
+        #: first ones (records failing alone are settled after the part taken behind them).
+        self.handled: set[int] = set()
         #: Records that failed alone with a server error before the collector took anything
         #: of their request (by uid, the last _MAX_REMEMBERED), and whether it took a
         #: request since: one failing alone again then is given up (the collector is up).
@@ -147,8 +150,7 @@ class Delivery:
                 settled, unsent = self._settle(suspects, why, timeout, replay, deadline)
                 delivered += settled
                 suspects = []
-                if unsent:  # the budget is spent: they and the rest are left undelivered
-                    self.last_failure = why
+                if unsent:  # budget spent or no answer: they and the rest are left
                     return delivered, [*unsent, *(r for p in reversed(parts) for r in p)]
                 continue
             narrow = outcome.too_large or outcome.permanent
@@ -187,17 +189,23 @@ class Delivery:
         deadline: float,
     ) -> tuple[int, list[tuple[int, ReadableLogRecord]]]:
         """The collector is up: each record that failed alone is sent once more, and given
-        up if it fails again (any answer: it is not held behind what was taken after it).
-        Only within the request's budget: (how many arrived, the ones not tried again)."""
+        up if the collector fails it again (a server error or a rejection: it is not held
+        behind what was taken after it). Only within the request's budget, and only while
+        the collector answers: (how many arrived, the ones left, from the first not tried
+        again or not answered: a timeout, the collector gone, shutdown's interrupt)."""
         delivered = 0
         for i, record in enumerate(suspects):
             if time.monotonic() > deadline:
+                self.last_failure = why
                 return delivered, suspects[i:]
             again = self.send([record[1]], timeout)
             if again.ok:
                 delivered += self._taken([record], again, replay)
-            else:
+            elif again.suspect or again.permanent or again.too_large:
                 self._give_up([record], again.message or why, replay, suspect=True)
+            else:
+                self.last_failure, self.retry_after = again.message, again.retry_after
+                return delivered, suspects[i:]
         return delivered, []
 
     def _taken(
@@ -207,7 +215,7 @@ class Delivery:
         rejected = min(outcome.rejected, len(part))
         if rejected:
             self._reject(part, rejected, outcome.message, replay)
-        self._handled(len(part), replay)
+        self._handled(part, replay)
         return len(part) - rejected
 
     def _again(self, record: tuple[int, ReadableLogRecord]) -> bool:
@@ -235,12 +243,12 @@ class Delivery:
         text = f"failed alone while the collector took the rest: {message}" if suspect else message
         for record in part:
             self._reject([record], 1, text, replay)
-            self._handled(1, replay)
+            self._handled([record], replay)
 
-    def _handled(self, n: int, replay: bool) -> None:
+    def _handled(self, part: list[tuple[int, ReadableLogRecord]], replay: bool) -> None:
         if not replay:
             with self._lock:
-                self.handled += n
+                self.handled.update(id(record) for _, record in part)
 
     def replay(
         self, docs: list[dict[str, Any]], builder: RecordBuilder, timeout: float, size: int = 0

@@ -177,7 +177,8 @@ class ExportWorker(WorkerCore):
         if len(batch) < self._batch_size and self.intake:
             batch += self._pop_intake_locked(self._batch_size - len(batch))
         self._rearm()
-        self._inflight, self._delivery.counted, self._delivery.handled = batch, 0, 0
+        self._inflight, self._delivery.counted = batch, 0
+        self._delivery.handled = set()
         return "export", batch, timeout
 
     def _flush_pending_locked(self) -> bool:
@@ -207,7 +208,7 @@ class ExportWorker(WorkerCore):
                 return  # shutdown gave up on us and disposed of this batch itself
             was_down, gone = self._down, self._give_up  # gone: shutdown interrupted it
             self._acct.counters.exported += delivered
-            self._delivery.counted = self._delivery.handled = 0  # (_inflight settles below)
+            self._delivery.counted, self._delivery.handled = 0, set()  # (_inflight: below)
             if not undelivered:
                 self._inflight = None
                 self._pace.ok()
@@ -431,10 +432,10 @@ class ExportWorker(WorkerCore):
                     if self._disposing:  # the thread is spooling them: may still finish
                         for cls, _ in held:  # (then they are counted twice, never lost)
                             self._acct.counters.drop("shutdown_in_flight", cls)
-                    else:  # stuck in the network: ours to spool, past what it delivered
+                    else:  # stuck in the network: ours to spool, all it did not hand over
                         done = self._delivery.handled
-                        self._acct.counters.exported += done - self._delivery.counted
-                        leftovers.extend(held[done:])
+                        self._acct.counters.exported += len(done) - self._delivery.counted
+                        leftovers.extend(r for r in held if id(r[1]) not in done)
                     leftovers.extend(self._queue.drain())
                     leftovers.extend(self._pop_intake_locked(len(self.intake)))
                 self._dispose_until(leftovers, "shutdown", deadline)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import threading
 import time
 from collections.abc import Iterator
 
@@ -186,3 +188,67 @@ def test_a_collector_failing_on_everything_loses_nothing(
     stats = sink.stats()
     got = [e for e in collector.events() if e.startswith(tag)]
     assert (sorted(got), 0, 0) == (sorted(names), _rejected(stats), _unaccounted(stats))
+
+
+@settings(max_examples=4)
+@given(protocol=st.sampled_from(["grpc", "http/protobuf"]), failing=st.integers(1, 3))
+@example(protocol="http/protobuf", failing=3)
+def test_shutdown_during_second_tries_spools_exactly_what_was_not_taken(
+    collector: Collector,  # noqa: F811 - the fixture
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    protocol: str,
+    failing: int,
+) -> None:
+    """Records fail alone, the collector takes the one after them, then stalls on their
+    second tries past shutdown's deadline: shutdown spools each record the collector did
+    not take (and none it took; a second try cut short is no answer: none is given up),
+    and the counts add up. Shutdown spooled the batch past how many were handled, as if
+    those were its first: over HTTP the first record failing alone was lost without a
+    count and the record taken was spooled to be sent again; over gRPC shutdown's
+    interrupt counted the record being tried again rejected."""
+    spool = tmp_path_factory.mktemp("abandon") / "spool"
+    tag = f"a{time.monotonic_ns()}"
+    names = [f"{tag}-poison{i}" for i in range(failing)] + [f"{tag}-ok3"]
+    release = threading.Event()
+    up = [False]
+
+    def answer(got: list[str]) -> bool:
+        if not any("poison" in n for n in got):
+            up[0] = True
+            return False
+        if up[0]:
+            release.wait(10.0)
+        return True
+
+    collector.http_answer = lambda got: (500, [], b"panic") if answer(got) else None
+    collector.grpc_answer = lambda got: (
+        (grpc.StatusCode.INTERNAL, "panic", None) if answer(got) else None
+    )
+    base = dataclasses.replace(
+        _settings(spool, collector.endpoint(protocol), protocol, timeout=8.0),
+        blrp_max_export_batch_size=len(names),
+        shutdown_timeout=1.0,
+    )
+    try:
+        with _running(collector, base) as sink:
+            for name in names:
+                sink(None, "error", ev(name))
+            end = time.monotonic() + 10.0
+            while time.monotonic() < end and f"{tag}-ok3" not in collector.events():
+                time.sleep(0.02)
+            time.sleep(0.2)  # a second try is under way
+    finally:
+        release.set()
+    stats = sink.stats()
+    spooled = [
+        json.loads(line).get("body")
+        for p in spool.rglob("spool*.json*")
+        for line in p.read_text().splitlines()
+    ]
+    got = [e for e in collector.events() if e.startswith(tag)]
+    assert (got, _unaccounted(stats)) == ([f"{tag}-ok3"], 0)
+    assert (sorted(b for b in spooled if str(b).startswith(tag)), _rejected(stats)) == (
+        sorted(names[:failing]),
+        0,
+    )
