@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from obs._logger import gate_levels
@@ -121,6 +122,17 @@ def _carry_keys(old: Deduper, new: Deduper) -> None:
             new._entries[key] = copy
 
 
+class _NoTable:
+    """The once table without a runtime (before one, after shutdown): it knows no call."""
+
+    __slots__ = ()
+    _table: MappingProxyType[object, Any] = MappingProxyType({})
+
+
+#: What :attr:`Holder.once` holds without a runtime: every ``*_once`` call misses it.
+NO_TABLE: Any = _NoTable()
+
+
 class Holder:
     """Holds the current :class:`Runtime` (None until first use or ``configure()``)."""
 
@@ -132,6 +144,7 @@ class Holder:
         "after_configure",
         "bridge",
         "level",
+        "once",
         "runtime",
         "sink_factory",
         "sinks",
@@ -139,6 +152,9 @@ class Holder:
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
+        #: The current runtime's once table (an empty stand-in without one): a ``*_once``
+        #: repeat reads it first, before looking the runtime up.
+        self.once: Any = NO_TABLE
         #: The current runtime's level (0 before one exists): a call below it returns at
         #: once, without looking the runtime up.
         self.level = 0
@@ -204,7 +220,7 @@ class Holder:
                     settings = dataclasses.replace(settings, file=None)
                     runtime = Runtime(settings, build_sink=False)
                 runtime.captures.extend(self.sinks)
-                self.runtime = runtime
+                self.runtime, self.once = runtime, runtime.once_cache
                 self._set_level(runtime.level)
                 self._register_atexit()
                 _report_refused_headers(runtime, settings)
@@ -265,7 +281,7 @@ class Holder:
             if old is not None and not keep:
                 _carry_keys(old.deduper, runtime.deduper)
             runtime.captures.extend(self.sinks)
-            self.runtime = runtime
+            self.runtime, self.once = runtime, runtime.once_cache
             self._set_level(runtime.level)
             if old is not None:
                 if not keep:
@@ -302,7 +318,7 @@ class Holder:
             bridge = sys.modules.get("obs._bridge")  # not loaded: no obs handler anywhere
             if bridge is not None:
                 bridge.remove_bridge(self)
-            old, self.runtime = self.runtime, None
+            old, self.runtime, self.once = self.runtime, None, NO_TABLE
             self._set_level(0)
             if old is not None:
                 old.shutdown(timeout=0.5)

@@ -172,13 +172,12 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
     def once(  # noqa: C901, PLR0912 - the hot path: OnceCache.repeat inlined (a frame less)
         self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any
     ) -> None:
-        rt = self._holder.runtime or self._holder.ensure()
         if not args and not self._context:  # the table's rows, as OnceCache.repeat reads them
-            cache = rt.once_cache
+            cache = self._holder.once  # the runtime's table, read before the runtime
             try:  # an unhashable event, a value whose __eq__ raises: the full path
                 rows = cache._table.get(event)  # never with a stage (a row implies the level)
                 if rows is not None and cache._world._default_pg is cache._pg:
-                    for snap, key, cls, more, row_level, name, entry, count in rows:  # noqa: B007
+                    for snap, key, cls, more, row_level, name, entry, count, clock in rows:
                         if (
                             snap == kw
                             and row_level == level
@@ -186,30 +185,32 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
                             and (key is None or type(kw[key]) is cls or _same(kw[key], cls))
                             and (not more or _all_same(kw, more))
                         ):
+                            if entry is None:  # the scope keeps this rank quiet: not counted
+                                return
+                            now = clock()
+                            next(count)  # the deduper's own lock-free count: exact, shared
+                            entry.last_seen = now
+                            if now < cache._deduper._next_summary:
+                                return
+                            cache._deduper.summary_due = True
+                            rows = _DUE
                             break
                     else:
                         rows = None
-                    if rows is not None:
-                        if entry is None:  # the scope keeps this rank quiet: nothing to count
-                            return
-                        now = cache._clock()
-                        count()  # the deduper's own lock-free count: exact and shared
-                        entry.last_seen = now
-                        if now < cache._deduper._next_summary:
-                            return
-                        cache._deduper.summary_due = True
-                        rows = _DUE
             except Exception:
                 rows = None
+            rt = self._holder.runtime or self._holder.ensure()
             if rows is _DUE:
                 rt.emit_summaries()
                 return
             if rows is not None and rt.level <= level:  # the rank may have moved: sync
-                hit = cache.repeat(self._name, level, event, kw)
+                hit = rt.once_cache.repeat(self._name, level, event, kw)
                 if hit:
                     if hit == HIT_DUE:
                         rt.emit_summaries()
                     return
+        else:
+            rt = self._holder.runtime or self._holder.ensure()
         if alerting:
             _alert(event, kw)
         if "stage" in kw:

@@ -47,7 +47,7 @@ from obs._dedup_text import iso_time, key_text
 from obs._fields import CALL_KEYWORDS, NOT_KEYED
 from obs._secrets import cut_tail
 from obs.encode import PLAIN_TYPES, safe_repr, to_jsonable
-from obs.rank import NOT_IMPORTED
+from obs.rank import NOT_IMPORTED, import_watch
 from obs.severity import DEFAULT_POLICY, StagePolicy
 
 if TYPE_CHECKING:
@@ -488,8 +488,9 @@ _MAX_KEYS = 4096
 _PER_EVENT = 4
 
 #: (arguments, the first argument's name or position and type (None: no argument), the
-#: others' (name or position, type), level, logger, the deduper's entry, its counter's next).
-Snapshot = tuple[Any, Any, Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None", Any]
+#: others' (name or position, type), level, logger, the deduper's entry, its counter,
+#: the deduper's clock: a local call in the hit, not a method lookup on the table).
+Snapshot = tuple[Any, Any, Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None", Any, Any]
 
 
 _UNSEEN = object()
@@ -581,7 +582,7 @@ class OnceCache:
             if self._world._default_pg is not self._pg and not self._sync():
                 self._table.clear()  # the rank changed: scopes must be decided again
                 return 0
-            for snap, key, cls, more, row_level, row_name, entry, count in rows:  # noqa: B007
+            for snap, key, cls, more, row_level, row_name, entry, count, clock in rows:
                 if (
                     snap == args
                     and row_level == level
@@ -589,21 +590,19 @@ class OnceCache:
                     and (key is None or type(args[key]) is cls or _same(args[key], cls))
                     and (not more or _all_same(args, more))
                 ):
-                    break
-            else:
-                return 0
-            if entry is None:  # the scope keeps this rank quiet: nothing to count
-                return HIT
+                    if entry is None:  # the scope keeps this rank quiet: nothing to count
+                        return HIT
+                    # Counted on the deduper's own entry, as Deduper.repeat does (inlined).
+                    now = clock()
+                    next(count)  # the deduper's own lock-free count: exact and shared
+                    entry.last_seen = now
+                    if now < self._deduper._next_summary:
+                        return HIT
+                    self._deduper.summary_due = True
+                    return HIT_DUE
         except Exception:
             return 0
-        # Counted on the deduper's own entry, as Deduper.repeat does (inlined: a frame less).
-        now = self._clock()
-        count()  # next() of the deduper's own lock-free count: exact and shared
-        entry.last_seen = now
-        if now < self._deduper._next_summary:
-            return HIT
-        self._deduper.summary_due = True
-        return HIT_DUE
+        return 0
 
     def remember(  # noqa: PLR0917 - the call's parts, as repeat() takes them
         self,
@@ -647,8 +646,8 @@ class OnceCache:
                 tuple(enumerate(shapes)),
             )
         key, cls = types[0] if types else (None, None)  # the first checked inline
-        count = None if entry is None else entry.fast.__next__
-        rows.append((snap, key, cls, types[1:], level, name, entry, count))
+        count = None if entry is None else entry.fast  # next(): a builtin's fast call
+        rows.append((snap, key, cls, types[1:], level, name, entry, count, self._clock))
 
     @staticmethod
     def slot(event: str, scope: object) -> object:
@@ -671,8 +670,12 @@ class OnceCache:
         info = resolver.current()
         if resolver.world is not world:  # torch.distributed found just now: check again
             world, pg = resolver.world, _UNSEEN
-        elif world is NOT_IMPORTED and pg:  # imported, not found yet (a thread is
-            pg = _UNSEEN  # importing it): the next hit looks again
+        elif world is NOT_IMPORTED:
+            if pg:  # imported, not found yet (a thread is importing it): look again
+                pg = _UNSEEN
+            else:  # torch not imported at all: a hit reads a flag, not sys.modules
+                watch = import_watch()
+                world = NOT_IMPORTED if watch is None else watch
         self._world, self._pg = _UNKNOWN if world is None else world, pg
         if resolver.generation != self._generation:  # moved meanwhile: look again next hit
             self._world = _UNKNOWN

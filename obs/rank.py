@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -299,6 +300,7 @@ class RankResolver:
             dist = sys.modules.get("torch.distributed")
             if dist is None:
                 return False
+            _WATCH._default_pg = True  # seen here first (another finder went before it)
             try:
                 if not dist.is_available():
                     probe = _NEVER
@@ -365,6 +367,48 @@ class _NoGroups:
 
 NOT_IMPORTED = _NotImported("torch.distributed")
 NO_GROUPS = _NoGroups()
+
+
+class _ImportWatch:
+    """torch's world holder for the once cache while torch is not imported at all: its
+    ``_default_pg`` is a plain attribute, False until an import of ``torch.distributed``
+    starts (this finder, first on ``sys.meta_path``, sees it and says True; it finds
+    nothing itself), so a hit reads one attribute instead of probing ``sys.modules``."""
+
+    __slots__ = ("_default_pg",)
+
+    def __init__(self) -> None:
+        self._default_pg = False
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        """Note an import of ``torch.distributed`` (or a module in it); find nothing."""
+        if name[:17] == "torch.distributed":
+            self._default_pg = True
+
+    def __repr__(self) -> str:
+        return "obs.rank.import_watch"
+
+
+_WATCH = _ImportWatch()
+_WATCH_LOCK = threading.Lock()
+
+
+def import_watch() -> Any:
+    """The import watch, installed on first use (never at import), when it can be
+    trusted: torch was not imported before it was in place (checked after installing, so
+    an import that started meanwhile is not missed) and no import was seen. None: probe
+    ``sys.modules`` instead (:data:`NOT_IMPORTED`)."""
+    if _WATCH._default_pg:
+        return None
+    with _WATCH_LOCK:
+        if _WATCH not in sys.meta_path:
+            try:
+                sys.meta_path.insert(0, _WATCH)
+            except Exception:  # an odd meta_path: probe instead
+                return None
+    if "torch" in sys.modules or "torch.distributed" in sys.modules or _WATCH._default_pg:
+        return None
+    return _WATCH
 
 
 #: The probes where the answer needs no Python frame per call (``current`` is on every

@@ -780,6 +780,44 @@ print(json.dumps([e["event"] for e in events]))
 """
 
 
+_WATCHED = r"""
+import json, sys, types
+import obs
+from obs._config import STATE
+from obs.rank import _ImportWatch
+
+obs.configure(format="json", sdk_disabled=True, repeat_summary_seconds=0)
+log = obs.get_logger("fast")
+mode = sys.argv[1]
+for _ in range(3):
+    log.warning_once("evt")
+cache = STATE.runtime.once_cache
+out = {"holder": type(cache._world).__name__, "first": sys.meta_path[0] is cache._world}
+if mode.startswith("finder"):  # a finder ahead of the watch imports torch.distributed
+    class Claim:
+        def find_spec(self, name, path=None, target=None):
+            if not name.startswith("torch.distributed"):
+                return None
+            for finder in sys.meta_path:
+                if finder is not self and not isinstance(finder, _ImportWatch):
+                    spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+                    if spec is not None:
+                        return spec
+            return None
+    sys.meta_path.insert(0, Claim())
+    import torch  # torch.distributed and its modules come through Claim: the watch never sees it
+    if mode == "finder":
+        log.info("a plain line")  # its rank probe finds torch.distributed
+elif mode == "import":
+    import torch.distributed
+for _ in range(2):
+    log.warning_once("evt")
+out["after"] = type(cache._world).__name__
+out["count"] = STATE.runtime.deduper.suppressed(("fast", 30, "evt"))
+print(json.dumps(out))
+"""
+
+
 def _child(script: str, *args: str, cwd: Path) -> Any:
     """Run ``script`` in a fresh interpreter (this one has torch loaded); its JSON output."""
     proc = subprocess.run(
@@ -827,3 +865,25 @@ class TestBeforeTorch:
         out = _child(_BEFORE_TORCH, mode, str(tmp_path / "store"), cwd=tmp_path)
         frames = [["once"], 10]
         assert {"probes": 0, "seen": seen, "count": count, "frames": frames} == out
+
+    @pytest.mark.parametrize(
+        ("mode", "after"),
+        [
+            ("none", "_ImportWatch"),
+            ("import", "_World"),
+            ("finder", "_World"),
+            ("finder-quiet", "_ImportWatch"),  # the limit: nothing else looked for torch
+        ],
+    )
+    def test_without_torch_a_hit_reads_the_import_watch(
+        self, tmp_path: Path, mode: str, after: str
+    ) -> None:
+        """Where torch was never imported, the table's world holder is the import watch
+        (first on ``sys.meta_path``; a plain attribute per hit, not a ``sys.modules`` probe
+        through a property); importing torch.distributed is seen on the next hit, also
+        when another finder ahead of the watch imports it and a plain line's rank probe
+        finds it (without that line the watch does not know), and repeats stay exact
+        (fails with the watch removed: the holder is the ``sys.modules`` stand-in)."""
+        out = _child(_WATCHED, mode, cwd=tmp_path)
+        expected = {"holder": "_ImportWatch", "first": True, "after": after, "count": 4}
+        assert expected == out
