@@ -558,7 +558,7 @@ class Runtime:
 
     def _fallback(self, event_dict: EventDict, exc: Exception) -> None:
         where, written = write_unprocessed(
-            event_dict, exc, self.resolver, self._output, self._console, self.sink
+            event_dict, exc, self.resolver, self._output, self._console, self.sink, self.policy
         )
         if not written:
             self.unreported_errors += 1
