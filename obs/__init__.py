@@ -61,8 +61,10 @@ def shutdown(timeout: float = 2.0) -> bool:
 def delivery() -> dict[str, Any]:
     """OTLP delivery counters of this process: ``endpoint`` (the URL actually used, no
     password), ``sent``, ``acknowledged``, ``spooled``, ``dropped``, ``queued``,
-    ``in_flight`` (sent = the other five); ``replay_dropped``: spooled records given up
-    when replayed (rejected, corrupt: the spool's losses, outside that sum); after
+    ``in_flight`` (sent = the other five; ``spooled`` stays counted once a replay delivered
+    the record); ``replay_delivered`` / ``replay_dropped``: spooled records (this process's
+    or an earlier one's) a replay delivered / gave up (rejected, corrupt: the spool's
+    losses), outside that sum; after
     :func:`shutdown`, the final counts. ``exporting`` False when export is off.
     ``not_written``: lines neither the console nor ``OBS_FILE`` took (a failing sink).
 

@@ -30,9 +30,11 @@ def delivery_report(
     not_written: int = 0,
 ) -> dict[str, Any]:
     """Where to, records sent (queued for export), acknowledged by the collector, spooled,
-    dropped, still queued, in flight (being exported or spooled): sent is their sum;
-    then spooled records given up when replayed (``replay_dropped``: rejected, corrupt;
-    this process's or another's, so outside that sum), and spool lines of another format
+    dropped, still queued, in flight (being exported or spooled): sent is their sum
+    (``spooled`` is what became of a record when sent: it stays counted after a replay
+    delivered it); then spooled records a replay delivered (``replay_delivered``) or gave
+    up (``replay_dropped``: rejected, corrupt), this process's or another's, so outside
+    that sum, and spool lines of another format
     version kept unreplayed (``spool_kept``), from ``stats`` (None: not
     exporting); ``not_written``: lines no console or ``OBS_FILE`` took (a broken sink,
     re-entrant overflow); ``folded``: exported records and ``folded_lines``: JSON lines
@@ -52,6 +54,7 @@ def delivery_report(
         dropped=sum(int(n) for n in dropped.values()),
         queued=int(stats.get("queued", 0)),
         in_flight=int(stats.get("in_flight", 0)),
+        replay_delivered=int(stats.get("replay_delivered", 0)),
         replay_dropped=sum(int(n) for n in (stats.get("replay_dropped") or {}).values()),
         spool_kept=int(stats.get("spool_kept", 0)),
         unexported_after_shutdown=unexported_after_shutdown,

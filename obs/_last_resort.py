@@ -1,6 +1,7 @@
 """The last resort: write an event the chain failed on, as well as it can be written.
 
-The record keeps its own level and time, its event (or ``obs_unrenderable_event`` when the
+The record keeps its own level (its stage's, as the chain would give it) and time, its
+event (or ``obs_unrenderable_event`` when the
 name is not text), rank fields, redacted user fields and the failure; the runtime then
 reports the failure once as ``obs_internal_error``.
 """
@@ -22,6 +23,7 @@ from obs.encode import Redactor, safe_repr, to_jsonable
 from obs.levels import NAME_BY_LEVEL, level_name, severity_number
 from obs.rank import RankResolver
 from obs.render import JSONRenderer, TimeStamper
+from obs.severity import DEFAULT_POLICY, StagePolicy
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict
@@ -36,14 +38,14 @@ def write_unprocessed(  # noqa: PLR0917 - the runtime's parts, positional
     output: Output,
     console: Callable[[EventDict], bytes],
     sink: Callable[[Any, str, EventDict], Any] | None = None,
+    policy: StagePolicy = DEFAULT_POLICY,
 ) -> tuple[str, bool]:
     """Write ``event_dict`` without the chain, and hand it to the export ``sink`` (the
     JSON-lines and OTLP routes carry the same records): (where the chain failed, whether
-    the line could be written)."""
+    the line could be written). A known stage decides the level and outcome, as in the
+    chain (``policy``): a terminal failure logged at DEBUG is still an ERROR."""
     where = _where(exc)
-    level = event_dict.get("_obs_level", logging.INFO)
-    if type(level) is not int:
-        level = logging.INFO
+    level, stage = _level(event_dict, policy)
     try:
         safe: Any = to_jsonable(
             {k: v for k, v in event_dict.items() if not str(k).startswith("_obs_")}
@@ -52,6 +54,8 @@ def write_unprocessed(  # noqa: PLR0917 - the runtime's parts, positional
         for key in list(safe):
             if key in CONTROL_SET and key not in _KEEP:
                 del safe[key]  # the chain failed to set these: they are set below
+        if stage is not None:
+            safe["stage"], safe["outcome"] = stage, policy.rules[stage].outcome
         safe["severity_text"] = NAME_BY_LEVEL.get(level) or level_name(level)
         safe["severity_number"] = severity_number(level)
         ns = event_dict.get("_obs_time_ns")
@@ -72,6 +76,15 @@ def write_unprocessed(  # noqa: PLR0917 - the runtime's parts, positional
         with contextlib.suppress(Exception):  # export sink counts its own failures
             sink(None, "error", {**safe, "_obs_level": level, "_obs_time_ns": time.time_ns()})
     return where, True
+
+
+def _level(event_dict: EventDict, policy: StagePolicy) -> tuple[int, str | None]:
+    """The record's level (its known stage's, else its own, else INFO) and stage name."""
+    stage = policy.canonical(event_dict.get("stage"))  # never raises
+    if stage is not None:
+        return policy.rules[stage].level, stage
+    level = event_dict.get("_obs_level", logging.INFO)
+    return (level if type(level) is int else logging.INFO), None
 
 
 def _where(exc: Exception) -> str:

@@ -1,7 +1,7 @@
 """The bound logger ``obs.get_logger()`` returns.
 
 A small structlog-style bound logger (``bind``/``unbind``/``new``). Its plain methods of
-levels below the runtime's (up to WARNING: an ERROR call of the alert's event passes any
+levels below the runtime's (up to WARNING: a call of the alert's event, named, passes any
 level) are swapped for quiet ones (:func:`gate_levels`), so a call below the level costs
 one ``stage`` test; its ``*_once`` methods decide scope and dedup
 before building any event dict, so a suppressed repeat is cheaper than vLLM's
@@ -22,7 +22,7 @@ from obs._secrets import scrub_name
 from obs.dedup import HIT_DUE, _all_same, _same
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
-from obs.severity import ALERT_LEVEL, claim_alert
+from obs.severity import ALERT_MARK, claim_alert
 
 if TYPE_CHECKING:
     from obs._config import Holder
@@ -98,18 +98,24 @@ class BoundLogger:
     def debug(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
         rt = self._holder.runtime or self._holder.ensure()
+        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+            _alert(event, kw)
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log(self, _D, "debug", event, kw, args)
 
     def info(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO."""
         rt = self._holder.runtime or self._holder.ensure()
+        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+            _alert(event, kw)
         if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
             rt.log(self, _I, "info", event, kw, args)
 
     def warning(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING."""
         rt = self._holder.runtime or self._holder.ensure()
+        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+            _alert(event, kw)
         if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
             rt.log(self, _W, "warning", event, kw, args)
 
@@ -145,7 +151,7 @@ class BoundLogger:
         rt = self._holder.runtime or self._holder.ensure()
         if type(level) is not int or not 0 <= level <= 100:
             level = _level_of(rt, level)
-        if level >= ALERT_LEVEL:
+        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
             _alert(event, kw)
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
             if kw.get("once"):
@@ -167,7 +173,6 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
     """``<method>_once``: log ``event`` once per key (and count the repeats). A plain
     repeat (no args, no bound context, no stage) is answered by the runtime's once cache
     before any event dict is built; anything else takes the runtime's once path."""
-    alerting = level >= ALERT_LEVEL
 
     def once(  # noqa: C901, PLR0912 - the hot path: OnceCache.repeat inlined (a frame less)
         self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any
@@ -211,7 +216,7 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
                     return
         else:
             rt = self._holder.runtime or self._holder.ensure()
-        if alerting:
+        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
             _alert(event, kw)
         if "stage" in kw:
             if rt.effective_level(level, kw["stage"]) >= rt.level:
@@ -226,18 +231,20 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
 
 
 def _alert(event: object, kw: dict[str, Any]) -> None:
-    """Give an ERROR call of an event named after an alert stage
-    (``log.error("workspace_terminal_failure")``) that stage, as ``stage=`` would, whatever
+    """Give a call of an event named after an alert stage, at any level
+    (``log.debug("workspace_terminal_failure")``), that stage, as ``stage=`` would, whatever
     stage it gave (:func:`obs.severity.claim_alert`): no level and no stage may drop it."""
     claim_alert(kw.get("event") if event is NO_EVENT else event, kw)
 
 
 def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
-    """``loud`` for a level below the runtime's: only a ``stage`` can raise such a call
-    above it, so without one the call returns at once (structlog's no-op, plus one test)."""
+    """``loud`` for a level below the runtime's: only a ``stage`` or the alert's event
+    (named) can raise such a call above it, so without one the call returns at once
+    (structlog's no-op, plus two tests)."""
+    mark = ALERT_MARK  # a closure constant: no global lookup per call
 
     def quiet(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
-        if "stage" in kw:
+        if "stage" in kw or type(event) is not str or mark in event:
             loud(self, event, *args, **kw)
 
     quiet.__name__, quiet.__qualname__, quiet.__doc__ = (
@@ -249,7 +256,7 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
 
 
 #: The plain methods of each level (aliases included), loud (as defined) and quiet. Those
-#: of ERROR and above stay loud: a call of the alert's event passes any level (:func:`_alert`).
+#: of ERROR and above stay loud (a call of the alert's event passes any level, :func:`_alert`).
 _GATED = (
     (_D, ("debug",)),
     (_I, ("info",)),

@@ -57,7 +57,13 @@ from obs.render import (
 )
 from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
-from obs.severity import ALERT_LEVEL, DEFAULT_POLICY, StagePolicy, TagSeverity, claim_alert
+from obs.severity import (
+    ALERT_MARK,
+    DEFAULT_POLICY,
+    StagePolicy,
+    TagSeverity,
+    claim_alert,
+)
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, Processor
@@ -476,8 +482,9 @@ class Runtime:
             self._fallback(record_minimal(record), exc)
             return
         level = ed["_obs_level"]
-        if level >= ALERT_LEVEL:  # the alert's event by name, whatever stage it gave
-            claim_alert(ed.get("event"), ed)
+        event = ed.get("event")  # the alert's by name, at any level, whatever stage it gave
+        if type(event) is not str or ALERT_MARK in event:
+            claim_alert(event, ed)
         if "stage" in ed:
             level = self.effective_level(level, ed["stage"])
             if level < self.level:  # the stage lowered it below what is logged
@@ -551,7 +558,7 @@ class Runtime:
 
     def _fallback(self, event_dict: EventDict, exc: Exception) -> None:
         where, written = write_unprocessed(
-            event_dict, exc, self.resolver, self._output, self._console, self.sink
+            event_dict, exc, self.resolver, self._output, self._console, self.sink, self.policy
         )
         if not written:
             self.unreported_errors += 1

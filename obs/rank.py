@@ -452,6 +452,11 @@ class add_rank_info:  # noqa: N801 - a processor, named like structlog's add_log
 
 
 def _hostname() -> str:
+    """``socket.gethostname()``, read from ``os.uname()`` where there is one (the same
+    name; no import at log time, which fails as the interpreter shuts down)."""
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return str(uname().nodename)
     import socket  # noqa: PLC0415 - socket costs more to import than the rest of this module
 
     return socket.gethostname()

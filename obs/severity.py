@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ALERT_LEVEL",
+    "ALERT_MARK",
     "DEFAULT_POLICY",
     "LEVEL_NAMES",
     "METHOD_LEVELS",
@@ -118,13 +119,17 @@ DEFAULT_POLICY = StagePolicy(
 ALERT_LEVEL = min(r.level for r in DEFAULT_POLICY.rules.values() if r.alert)
 #: The alert stages, each with the suffix of the event names that are its by name.
 _ALERT_NAMES = tuple((n, f"_{n}") for n, r in DEFAULT_POLICY.rules.items() if r.alert)
+#: Text in every event named after an alert stage (the default policy has one): a str
+#: event without it is no alert's, so the hot paths ask :func:`claim_alert` only when
+#: ``type(event) is not str or ALERT_MARK in event`` (one C-level test).
+(ALERT_MARK,) = (n for n, _ in _ALERT_NAMES)
 
 
 def alert_stage(event: object) -> str | None:
     """The alert stage ``event`` is named after (``workspace_terminal_failure``, any
-    ``<chain>_terminal_failure``: ``terminal_failure``), else None. An ERROR call of such
-    an event that gives no ``stage`` is that stage: the alert keys on the name, so no level
-    filter may drop it (``str``'s own methods: a subclass' overrides are not asked)."""
+    ``<chain>_terminal_failure``: ``terminal_failure``), else None. A call of such an
+    event at any level is that stage: the alert keys on the name, so no level filter may
+    drop it (``str``'s own methods: a subclass' overrides are not asked)."""
     if isinstance(event, str):
         for stage, suffix in _ALERT_NAMES:
             if str.endswith(event, suffix) or str.__eq__(event, stage) is True:
@@ -133,9 +138,10 @@ def alert_stage(event: object) -> str | None:
 
 
 def claim_alert(event: object, fields: MutableMapping[str, Any]) -> None:
-    """Give an ERROR call of an event named after an alert stage that stage, whatever
-    ``stage`` it gave (another one is kept as ``user.stage``): the alert keys on the name,
-    so neither a level filter nor a caller's stage (``stage="attempt"``: DEBUG) drops it."""
+    """Give a call of an event named after an alert stage, at any level, that stage,
+    whatever ``stage`` it gave (another one is kept as ``user.stage``): the alert keys on
+    the name, so neither a level filter, a lower level (``log.debug(...)``: raised to the
+    stage's) nor a caller's stage (``stage="attempt"``: DEBUG) drops it."""
     stage = alert_stage(event)
     if stage is not None:
         given = fields.get("stage", stage)
@@ -163,7 +169,8 @@ class TagSeverity:
     logger already put there; a known ``stage`` sets it to the stage's level and sets the
     stage's ``outcome`` (a caller's own ``outcome`` is kept as ``user.outcome``). A stage
     that is not text is no stage: it is kept as ``user.stage`` and ``on_bad_argument`` is
-    told, so the control field always holds a name.
+    told, so the control field always holds a name. An event named after an alert stage
+    is that stage at any level (:func:`claim_alert`).
     """
 
     __slots__ = ("_on_bad_argument", "_policy")
@@ -177,6 +184,9 @@ class TagSeverity:
         self._on_bad_argument = on_bad_argument
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        event = event_dict.get("event")
+        if type(event) is not str or ALERT_MARK in event:  # an alert's, by name
+            claim_alert(event, event_dict)
         level = event_dict.get("_obs_level")
         if type(level) is not int:
             level = _as_level(level, method_name)

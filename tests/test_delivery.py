@@ -62,3 +62,39 @@ class TestDelivery:
             obs.delivery()["sent"],
             obs.delivery()["endpoint"],
         )
+
+
+def test_spooled_records_a_replay_delivered_are_told_apart(tmp_path: object) -> None:
+    """``spooled`` is cumulative (``sent`` = acknowledged + spooled + ...), so after the
+    collector came back and the replay delivered every spooled record, delivery() still
+    said ``spooled 4, acknowledged 0`` and nothing else: nothing told the operator they
+    had arrived (failed before: no such key). Now ``replay_delivered`` counts them."""
+    import time
+
+    with OTLPReceiver() as rx:
+        rx.set_fault(http_status=503, fail=True)
+        obs.configure(
+            format="json",
+            stream="none",
+            service_name="svc",
+            spool_dir=str(tmp_path),
+            otlp_endpoint=rx.http_endpoint,
+            otlp_protocol="http/protobuf",
+            logs_exporter="otlp",
+        )
+        for i in range(3):
+            obs.get_logger("t").error("down", i=i)
+        obs.flush(5)
+        before = obs.delivery()
+        rx.clear_fault()
+        for _ in range(200):  # the replay runs on the worker's schedule; a flush asks it
+            obs.flush(5)
+            if len(rx.by_event("down")) >= 3 and obs.delivery()["replay_delivered"] >= 3:
+                break
+            time.sleep(0.05)
+        after = obs.delivery()
+    assert before["sent"] == before["spooled"] >= 3
+    assert before["replay_delivered"] == 0
+    assert [0, 1, 2] == sorted(r["attributes"]["i"] for r in rx.by_event("down"))
+    assert after["spooled"] == before["spooled"]  # what became of them when sent
+    assert after["replay_delivered"] >= 3  # ... and that they arrived since

@@ -55,6 +55,7 @@ class Counters:
         "exported",
         "failed_exports",
         "pending_drops",
+        "replay_delivered",
         "replay_dropped",
         "replayed",
         "spool_corrupt",
@@ -67,6 +68,7 @@ class Counters:
         self.exported = 0
         self.spooled = 0
         self.replayed = 0
+        self.replay_delivered = 0  # spooled records a replay delivered (any process's)
         self.failed_exports = 0
         self.spool_corrupt = 0
         self.spool_kept = 0  # lines of another spool format version, kept, not replayed
@@ -108,7 +110,8 @@ class Counters:
         (``dropped_by_reason``), failed exports, corrupt spool lines. enqueued = exported +
         spooled + dropped + queued + in flight: what becomes of a spooled record is not
         counted against what was sent again (``replayed``: spool lines a replay took,
-        delivered or given up; those given up are ``replay_dropped`` too)."""
+        delivered or given up; those given up are ``replay_dropped`` too; those the
+        collector took are ``replay_delivered``)."""
         by_reason: dict[str, dict[str, int]] = {}
         for source in (self.dropped, self.replay_dropped):
             for reason, table in source.items():
@@ -124,6 +127,7 @@ class Counters:
             "dropped_by_reason": by_reason,
             "spooled": self.spooled,
             "replayed": self.replayed,
+            "replay_delivered": self.replay_delivered,
             "replay_dropped": _per_level(self.replay_dropped),
             "failed_exports": self.failed_exports,
             "spool_corrupt": self.spool_corrupt,

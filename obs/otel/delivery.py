@@ -254,8 +254,9 @@ class Delivery:
         self, docs: list[dict[str, Any]], builder: RecordBuilder, timeout: float, size: int = 0
     ) -> tuple[int, bool]:
         """Deliver one batch of spool lines: (how many of them, from the first, are done:
-        delivered or given up; whether all of them are). A line that is not a record is
-        counted ``spool_corrupt`` once done (lines past ``done`` are read again)."""
+        delivered or given up; whether all of them are). Those the collector took are
+        counted ``replay_delivered``; a line that is not a record is counted
+        ``spool_corrupt`` once done (lines past ``done`` are read again)."""
         records = []
         index: list[int] = []  # the doc each record came from
         broken: list[tuple[int, object]] = []
@@ -267,9 +268,10 @@ class Delivery:
                 index.append(i)
             except Exception:
                 broken.append((i, doc.get("cls")))
-        left = self.deliver(records, timeout, replay=True, size=size)[1]
+        delivered, left = self.deliver(records, timeout, replay=True, size=size)
         done = len(docs) if not left else index[_first(records, left)]
         with self._lock:
+            self._acct.counters.replay_delivered += delivered
             for _, cls in (b for b in broken if b[0] < done):
                 self._acct.counters.corrupt(1, cls)
         return done, not left

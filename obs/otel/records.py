@@ -322,7 +322,11 @@ def _room(resource: Resource) -> Room:
 
 def _check_spooled(doc: Mapping[str, Any]) -> None:
     """Refuse a spool line whose fields would make a record nothing can encode (another
-    version's line, a hand edit): it is counted corrupt instead of failing its batch."""
+    version's line, a hand edit), or one with neither an event name nor a body
+    (``{"v": 1}``: no record at all, never replayed as an empty one): it is counted
+    corrupt instead of failing its batch or reaching the collector."""
+    if doc.get("name") is None and doc.get("body") is None:
+        raise ValueError("spool line holds no record: neither a name nor a body")
     for name, types, bound in _SPOOLED:
         value = doc.get(name)
         if value is None:

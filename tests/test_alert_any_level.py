@@ -1,0 +1,105 @@
+"""The alert's event named at any level: ``log.debug("workspace_terminal_failure")`` is a
+terminal failure as ``log.error(...)`` of it is, so it is written at ERROR with its stage
+whatever ``OBS_LEVEL`` says ("a terminal event logged at a lower level is raised to its
+stage's level"), on every route a caller names an event by."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+
+import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import obs
+import obs.processors
+import obs.stdlib
+import obs.testing
+
+
+def _stdlib(method: str, drop_in: bool = False) -> Callable[[obs.BoundLogger, str], None]:
+    """A stdlib logger's call. Its own level must let the record be made: one below it
+    (the root's, ``min(OBS_LEVEL, ERROR)``) never reaches obs (stdlib drops it first)."""
+
+    def call(log: obs.BoundLogger, e: str) -> None:
+        name = "lib.own_level"
+        lib = obs.stdlib.init_logger(name) if drop_in else logging.getLogger(name)
+        lib.setLevel(logging.DEBUG)
+        getattr(lib, method)(e, extra={"chain": "c"})
+
+    return call
+
+
+#: Each API a call of the alert's event takes below ERROR, with no ``stage`` given.
+ROUTES: dict[str, Callable[[obs.BoundLogger, str], None]] = {
+    "debug": lambda log, e: log.debug(e, chain="c"),
+    "info": lambda log, e: log.info(e, chain="c"),
+    "warning": lambda log, e: log.warning(e, chain="c"),
+    "warn": lambda log, e: log.warning(e, chain="c"),
+    "debug_event_kw": lambda log, e: log.debug(event=e, chain="c"),
+    "debug_bound": lambda log, e: log.bind(chain="c").debug(e),
+    "debug_once": lambda log, e: log.debug_once(e, chain="c"),
+    "info_once": lambda log, e: log.info_once(e, chain="c"),
+    "warning_once": lambda log, e: log.warning_once(e, chain="c"),
+    "log_5": lambda log, e: log.log(5, e, chain="c"),
+    "log_name": lambda log, e: log.log("debug", e, chain="c"),
+    "debug_stage_attempt": lambda log, e: log.debug(e, chain="c", stage="attempt"),
+    "stdlib_debug": _stdlib("debug"),
+    "stdlib_info": _stdlib("info"),
+    "stdlib_warning": _stdlib("warning"),
+    "drop_in_debug": _stdlib("debug", drop_in=True),
+}
+ALERT_NAMES = ["workspace_terminal_failure", "kv_connector_terminal_failure", "terminal_failure"]
+
+
+@given(
+    route=st.sampled_from(sorted(ROUTES)),
+    name=st.sampled_from(ALERT_NAMES),
+    level=st.sampled_from(["INFO", "WARNING", "ERROR", "CRITICAL"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_alerts_event_at_a_lower_level_is_raised(route: str, name: str, level: str) -> None:
+    """``log.debug("workspace_terminal_failure")`` kept DEBUG and no stage, so OBS_LEVEL=INFO
+    dropped it and the alert never fired (failed before: only an ERROR call was claimed).
+    Now every route writes it once, at ERROR, at stage ``terminal_failure``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        try:
+            obs.configure(format="json", sdk_disabled=True, file=path, stream="none", level=level)
+            log = obs.get_logger("app")
+            ROUTES[route](log, name)
+            log.debug("plain_debug")  # no alert: the level decides
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(x) for x in fh.read().splitlines()]
+        finally:
+            obs.testing.reset()
+            logging.getLogger("lib.own_level").setLevel(logging.NOTSET)
+    alerts = [x for x in lines if x["event"] == name]
+    assert len(alerts) == 1, lines
+    assert (alerts[0]["stage"], alerts[0]["severity_text"]) == ("terminal_failure", "ERROR")
+    assert (alerts[0]["outcome"], alerts[0]["chain"]) == ("failure", "c")
+    assert not any(x["event"] == "plain_debug" for x in lines)
+
+
+@given(method=st.sampled_from(["debug", "info", "warning"]), name=st.sampled_from(ALERT_NAMES))
+@settings(max_examples=20, deadline=None)
+def test_an_own_structlog_chain_tags_the_alerts_event(method: str, name: str) -> None:
+    """An application's own structlog chain (``obs.processors.chain()``): the alert's event
+    at INFO was tagged INFO with no stage (failed before); it is tagged ERROR at its stage."""
+    cap = structlog.testing.LogCapture()
+    structlog.configure(processors=[*obs.processors.chain(), cap])
+    try:
+        getattr(structlog.get_logger("app"), method)(name, chain="c")
+    finally:
+        structlog.reset_defaults()
+    (entry,) = cap.entries
+    assert (entry["stage"], entry["severity_text"], entry["outcome"]) == (
+        "terminal_failure",
+        "ERROR",
+        "failure",
+    )
