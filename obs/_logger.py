@@ -242,10 +242,17 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
     (named) can raise such a call above it, so without one the call returns at once
     (structlog's no-op, plus two tests)."""
     mark = ALERT_MARK  # a closure constant: no global lookup per call
+    plain: object = None  # the last event found plain (a str without the mark): by identity
 
     def quiet(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
-        if "stage" in kw or type(event) is not str or mark in event:
+        nonlocal plain
+        if "stage" in kw:
             loud(self, event, *args, **kw)
+        elif event is not plain:  # the same object: the same exact str, plain again
+            if type(event) is str and mark not in event:
+                plain = event
+            else:
+                loud(self, event, *args, **kw)
 
     quiet.__name__, quiet.__qualname__, quiet.__doc__ = (
         loud.__name__,

@@ -103,3 +103,52 @@ def test_an_own_structlog_chain_tags_the_alerts_event(method: str, name: str) ->
         "ERROR",
         "failure",
     )
+
+
+class _Str(str):
+    """A str subclass whose ``in`` lies: its alert name must still be found."""
+
+    def __contains__(self, other: object) -> bool:
+        return False
+
+
+_EVENTS = st.sampled_from(
+    [
+        "plain",
+        "other_plain",
+        "workspace_terminal_failure",
+        "terminal_failure",
+        _Str("workspace_terminal_failure"),
+        b"terminal_failure",
+    ]
+)
+
+
+@given(
+    calls=st.lists(st.tuples(st.sampled_from(["debug", "info", "warning"]), _EVENTS), max_size=12)
+)
+@settings(max_examples=60, deadline=None)
+def test_below_the_level_every_call_of_the_alerts_event_is_written(
+    calls: list[tuple[str, object]],
+) -> None:
+    """A call below the level returns at once for a plain event it saw last (by identity);
+    any sequence of plain and alert events, str subclasses included, writes each call of
+    the alert's event and no plain one (the quiet methods' last-event cache is exact)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        try:
+            obs.configure(format="json", sdk_disabled=True, file=path, stream="none", level="ERROR")
+            log = obs.get_logger("app")
+            for method, event in calls:
+                getattr(log, method)(event)
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(x) for x in fh.read().splitlines()]
+        finally:
+            obs.testing.reset()
+    alerts = [e for _, e in calls if isinstance(e, str) and str.endswith(e, "terminal_failure")]
+    written = [x["event"] for x in lines if x.get("stage") == "terminal_failure"]
+    assert (written, [x["event"] for x in lines if "plain" in str(x["event"])]) == (
+        [str(e) for e in alerts],
+        [],
+    )
