@@ -16,18 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _children import COVERAGE_VAR
 
 from comm import probe
 from comm.probe import ProbeSpec
 from comm.probe.report import failure_causes, result_json
 
-
-@pytest.fixture(autouse=True)
-def _untraced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launcher and the ranks leave through ``os._exit`` (coverage never saves their
-    data): they run without coverage's tracer, which slows their imports by half."""
-    monkeypatch.delenv(COVERAGE_VAR, raising=False)
+#: The launcher and the ranks leave through ``os._exit``: coverage never saves their data.
+pytestmark = pytest.mark.usefixtures("untraced_children")
 
 
 def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
