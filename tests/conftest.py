@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _children import COVERAGE_VAR
 from hypothesis import HealthCheck, settings
 
 import obs
@@ -64,6 +65,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("vllm") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def untraced_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children this test starts with ``os.environ`` run without coverage's tracer
+    (see ``_children``); this process stays measured."""
+    monkeypatch.delenv(COVERAGE_VAR, raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _children import traced_parent
 from _spooled import spooled_doc
 from hypothesis import given
 from hypothesis import strategies as st
@@ -187,7 +188,8 @@ class TestProbe:
         break in the path forged an ``exit 0`` line)."""
         log_dir = tmp_path / shape.format(SECRET) / "run"
         proc = _run("-m", "comm", "probe", "--world-size", "1", "--embedded-receiver",
-                    "--log-dir", str(log_dir), *(["--json"] if as_json else []))  # fmt: skip
+                    "--log-dir", str(log_dir), *(["--json"] if as_json else []),
+                    env=traced_parent(ENV))  # fmt: skip
         assert proc.returncode in (0, 3), proc.stderr
         assert (log_dir / "rank-0.log").exists()
         assert SECRET not in proc.stdout

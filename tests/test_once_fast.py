@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _children import untraced
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -826,7 +827,9 @@ def _child(script: str, *args: str, cwd: Path) -> Any:
         text=True,
         timeout=120,
         cwd=str(cwd),  # not the checkout (its obs would shadow PYTHONPATH)
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # Untraced: torch's import under coverage's tracer costs seconds, and coverage data
+        # written in a temporary folder was never combined anyway.
+        env=untraced({**os.environ, "PYTHONPATH": str(ROOT)}),
         check=False,
     )
     assert 0 == proc.returncode, proc.stderr[-2000:]

@@ -17,12 +17,17 @@ With ``OBS_VLLM_FI_AR=1`` the main process also calls vLLM's FlashInfer allreduc
 on a one-rank gloo group and prints ``FI_AR {json}``: which module the getters vLLM's
 fusion modules import come from, and whether each returned None.
 
-Usage: python _vllm_worker.py [cli] [fork] [spawn]  (exit code: the worst of the processes')
+With ``untraced`` among the arguments, spawned workers start without coverage's tracer
+(they import vLLM again; the main process and the forked workers run the same obs lines).
+
+Usage: python _vllm_worker.py [untraced] [cli] [fork] [spawn]  (exit code: the worst of
+the processes')
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from typing import Any
 
@@ -58,7 +63,6 @@ def worker_main(logging_config: Any, where: str, early: bool = False) -> None:
 def fi_ar() -> None:
     """vLLM's getters after the plugins loaded, called as vLLM's fusion code does."""
     import json
-    import os
 
     if os.environ.get("OBS_VLLM_FI_AR") != "1":
         return
@@ -99,7 +103,8 @@ def main(methods: list[str]) -> int:
     from vllm.plugins import load_general_plugins
 
     cli = "cli" in methods
-    methods = [m for m in methods if m != "cli"]
+    untraced = "untraced" in methods
+    methods = [m for m in methods if m not in {"cli", "untraced"}]
     if cli:  # vllm serve: the config is built and applied before the plugins load
         import argparse
 
@@ -117,6 +122,8 @@ def main(methods: list[str]) -> int:
     log_all("main")
     codes = []
     for method in methods:
+        if method == "spawn" and untraced:  # a spawned worker inherits os.environ
+            os.environ.pop("COVERAGE_PROCESS_START", None)
         proc = multiprocessing.get_context(method).Process(
             target=worker_main, args=(config, method, cli)
         )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _children import COVERAGE_VAR
 
 from comm.probe import ProbeResult, ProbeSpec, launch
 from obs._receiver import OTLPReceiver
@@ -34,15 +35,17 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ProbeR
     """Two gloo ranks on one node running both real getters, exporting to a receiver."""
     receiver = OTLPReceiver(grpc=False).start()
     try:
-        result = launch(
-            ProbeSpec(
-                world_size=2,
-                nodes=1,
-                otlp_endpoint=receiver.http_endpoint,
-                log_dir=str(tmp_path_factory.mktemp("real")),
-                timeout=120,
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv(COVERAGE_VAR, raising=False)  # the ranks leave through os._exit
+            result = launch(
+                ProbeSpec(
+                    world_size=2,
+                    nodes=1,
+                    otlp_endpoint=receiver.http_endpoint,
+                    log_dir=str(tmp_path_factory.mktemp("real")),
+                    timeout=120,
+                )
             )
-        )
         with contextlib.suppress(TimeoutError):  # the assertions below say what is missing
             receiver.wait_for(4, predicate=_terminal, timeout=10)
         yield result, receiver

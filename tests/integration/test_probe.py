@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _children import traced_parent
 
 from comm import probe
 from comm.probe import ChainReport, ProbeResult, ProbeSpec, RankReport, format_ranks
 from comm.probe import cli as probe_cli
 from comm.probe.launch import rank_env
 from comm.probe.rank import init_dist
+from comm.probe.spec import decode_spec, encode_spec
 from obs._receiver import OTLPReceiver
 from obs.fallback import Attempt
 
@@ -32,6 +34,7 @@ def run_probe(
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OBS_", "COMM_"))}
     env.update(extra_env or {})
+    env = traced_parent(env)  # the launcher and ranks never save coverage data
     return subprocess.run(
         [sys.executable, "-m", "comm", "probe", *args, "--log-dir", str(log_dir)],
         capture_output=True,
@@ -396,6 +399,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 @pytest.mark.integration
 class TestLaunchFailures:
+    @pytest.mark.usefixtures("untraced_children")
     def test_timeout_kills_every_rank(self, tmp_path: Path) -> None:
         """Past the timeout the launcher and ranks are killed; the result says timed out."""
         log_dir = tmp_path / "timeout"
@@ -427,6 +431,7 @@ class TestLaunchFailures:
             proc.kill()
         assert ([], 128 + signum) == (_processes_mentioning(launched), code)
 
+    @pytest.mark.usefixtures("untraced_children")
     def test_rank_error_is_reported(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A rank that fails before the getters (bad obs setting) reports why; exit 1."""
         monkeypatch.setenv("OBS_LEVEL", "bogus")
@@ -542,3 +547,10 @@ def test_default_run_dir_parent_must_be_private(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "private", target_is_directory=True)
     (tmp_path / "private").mkdir()
     assert not probe.new_run_dir(str(link)).startswith(str(link))
+
+
+def test_the_launchers_argument_carries_the_spec_and_the_pipe() -> None:
+    """The spec and pipe the launcher and ranks decode are the ones the probe encoded (the
+    launcher process leaves through ``os._exit``: its own coverage is never saved)."""
+    spec = ProbeSpec(world_size=4, nodes=2, timeout=7.5, log_dir="/tmp/x y", master_port=1234)
+    assert (spec, 9) == decode_spec(encode_spec(spec, 9))

@@ -59,6 +59,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("untraced_children")  # the launcher and ranks save no coverage data
 def test_a_rank_error_with_secrets_is_scrubbed_and_bounded_everywhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ waiting for it in the rendezvous are stopped), far before --timeout."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -19,6 +20,17 @@ import pytest
 from comm import probe
 from comm.probe import ProbeSpec
 from comm.probe.report import failure_causes, result_json
+
+#: The launcher and the ranks leave through ``os._exit``: coverage never saves their data.
+pytestmark = pytest.mark.usefixtures("untraced_children")
+
+
+def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rank ends and the rest wait for it forever: a grace of 1 s (the product's 5 s
+    also collects later deaths) stops them as surely."""
+    launch_module = importlib.import_module("comm.probe.launch")  # comm.probe.launch: a function
+    monkeypatch.setattr(launch_module, "DEATH_GRACE_S", 1.0)
+
 
 #: Loaded by the launcher (sitecustomize, through PYTHONPATH): the named ranks end as told
 #: as soon as they start, before joining the process group.
@@ -72,6 +84,8 @@ def test_a_rank_that_dies_is_named_with_how_it_ended(
     right after starting: the causes (screen and --json) say so for those ranks, and the
     ranks that waited for them are stopped soon after, not at --timeout (60 s: the run
     waited all of it before), and said to be stopped because of the dead rank."""
+    if len(deaths) == 1:
+        _short_grace(monkeypatch)
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
@@ -127,6 +141,7 @@ def test_a_rank_killed_from_outside_ends_the_run_soon(
             killed.append(int(message["pid"]))
             os.kill(int(message["pid"]), signal.SIGKILL)
 
+    _short_grace(monkeypatch)
     started = time.monotonic()
     result = probe.launch(
         ProbeSpec(world_size=3, timeout=60.0, log_dir=str(tmp_path / "run")),
@@ -149,6 +164,7 @@ def test_a_rank_the_launcher_cannot_start_ends_the_run_soon(
     launcher's error, not after --timeout (the launcher died with a traceback and the
     parent waited all 60 s for rank 0)."""
     _dead_rank_env(tmp_path, monkeypatch, PROBE_TEST_FORK_FAILS_AT="1")
+    _short_grace(monkeypatch)
     started = time.monotonic()
     result = probe.launch(ProbeSpec(world_size=3, timeout=60.0, log_dir=str(tmp_path / "run")))
     assert time.monotonic() - started < 30

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _children import untraced
 
 from obs._receiver import OTLPReceiver
 
@@ -53,6 +54,11 @@ METHODS = {
 }
 #: Launcher arguments before the start methods: the vllm serve order (config, then plugins).
 ORDER = {"plugin_cli_order": ("cli",)}
+#: Coverage's tracer slows vLLM's import by half: plugin_cli_order runs untraced, and so do
+#: the spawned workers (each imports vLLM again) but the plugin's (``untraced`` among the
+#: launcher's arguments). The traced processes run every obs line the untraced ones do.
+UNTRACED = ("plugin_cli_order",)
+TRACED_SPAWN = ("plugin",)
 #: The launcher's log_all: info, warning, then info_once twice.
 LINE_INFO = next(
     i for i, text in enumerate(LAUNCHER.read_text().splitlines(), 1) if "# LINE_INFO" in text
@@ -91,8 +97,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, R
                 "PYTHONPATH": str(HERE.parents[1]),
             }
             procs[name] = subprocess.Popen(
-                [sys.executable, str(LAUNCHER), *ORDER.get(name, ()), *METHODS[name]],
-                env=env,
+                [
+                    sys.executable,
+                    str(LAUNCHER),
+                    *(() if name in TRACED_SPAWN else ("untraced",)),
+                    *ORDER.get(name, ()),
+                    *METHODS[name],
+                ],
+                env=untraced(env) if name in UNTRACED else env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
