@@ -9,6 +9,10 @@ a credential or a secret ``name=value`` pair), and ``tests/test_fused.py`` check
 writes byte-identical lines, and hands the export sink the same fields, level and time,
 for every input the Hypothesis strategies generate.
 Anything else (and any failure here) takes the chain.
+
+A line ends with the rank's and the callsite's fields: they are written as JSON once per
+rank info and callsite (the resolver makes a new info object whenever it recomputes:
+fork, refresh, a new process group) and spliced after the per-call fields orjson writes.
 """
 
 from __future__ import annotations
@@ -17,17 +21,19 @@ __all__ = ["FusedLine"]
 
 import time
 from contextvars import copy_context as _copy_context
+from sys import _getframe
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
 from obs._secrets import bearer_hint, option_hint, pair_hint
-from obs.callsite import AddCallsite
+from obs.callsite import AddCallsite, Location
 from obs.context import any_bound
 from obs.dedup import NOT_PLAIN
 from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
 from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
+from obs.rank import NOT_IMPORTED, RankInfo
 from obs.render import _LOKI_BYTES, _LOKI_FIELDS, PIPE_LINE_MAX, TimeStamper, fit_line
 from obs.render import _dumps as _line
 
@@ -35,9 +41,6 @@ if TYPE_CHECKING:
     from obs._logger import BoundLogger
     from obs._runtime import Runtime
 
-#: Keywords the chain treats specially (renames, drops or acts on): a call with one takes
-#: the chain.
-_NOT_PLAIN = CONTROL_SET | NOT_PLAIN | frozenset(PRIVATE_KEYS)
 #: The one type of keyword name the fused path takes: a str subclass (its own hash and
 #: equality could pass the set checks as another name) is renamed by the chain.
 _STR_ONLY = frozenset({str})
@@ -48,12 +51,33 @@ _orjson_dumps = orjson.dumps
 #: A longer str value with a pair separator is left to the chain, which bounds what one
 #: call spends looking for secret words (here the test would cost each value in full).
 _HINTED_MAX = 512
+#: The fields every line ends with (the rank's, then the callsite's): written once per
+#: rank info and callsite, spliced after the per-call fields.
+_CALLSITE_NAMES = ("code.file.path", "code.line.number", "code.function.name")
+_TAIL_NAMES = frozenset(RankInfo()._fields).union(_CALLSITE_NAMES)  # type: ignore[attr-defined]
+#: The most per-call fields a spliced line has: it stays within Loki's field count.
+_HEAD_MAX = _LOKI_FIELDS - len(_TAIL_NAMES)
+#: The most callsites whose tails are kept (then they are written anew).
+_TAILS_MAX = 1024
+#: Keywords the chain treats specially (renames, drops or acts on) and the names of the
+#: tail's fields (the chain keeps such a field where the call put it): a call with one
+#: takes the chain.
+_NOT_PLAIN = CONTROL_SET | NOT_PLAIN | frozenset(PRIVATE_KEYS) | _TAIL_NAMES
 
 
 class FusedLine:
     """Writes a plain call's JSON line directly (see the module docstring)."""
 
-    __slots__ = ("_callsite", "_chain", "_hand_over", "_redactor", "_runtime", "_sink", "_stamper")
+    __slots__ = (
+        "_callsite",
+        "_chain",
+        "_hand_over",
+        "_redactor",
+        "_runtime",
+        "_sink",
+        "_stamper",
+        "_tails",
+    )
 
     def __init__(
         self, runtime: Runtime, callsite: AddCallsite, stamper: TimeStamper, redactor: Redactor
@@ -66,6 +90,12 @@ class FusedLine:
         self._callsite = callsite
         self._stamper = stamper
         self._redactor = redactor
+        #: The rank info the tails were written for, and per callsite the line's tail:
+        #: the rank and callsite fields as JSON (``,"rank":0,...}`` and the newline).
+        self._tails: tuple[object, dict[tuple[int, int], tuple[Location | None, bytes]]] = (
+            None,
+            {},
+        )
 
     def write(  # noqa: C901, PLR0911, PLR0912, PLR0915, PLR0917 - the hot path, inlined, positional
         self,
@@ -140,30 +170,67 @@ class FusedLine:
         }
         if kw:
             ed.update(kw)
-        ed.update(runtime.resolver.current()._fields)  # type: ignore[attr-defined]
-        where = self._callsite.locate(depth - 1)  # one frame fewer than a processor's
-        if where is not None:
-            ed["code.file.path"] = where[0]
-            ed["code.line.number"] = where[1]
-            ed["code.function.name"] = where[2]
-        if runtime.captures:
-            for capture in runtime.captures:
-                capture.append(dict(ed))
+        resolver = runtime.resolver  # RankResolver.current inlined while nothing moved
+        probe = resolver._is_init
+        info = (
+            resolver._info
+            if (probe() if probe is not None else NOT_IMPORTED._default_pg) is resolver._dist_state
+            and not resolver._stale
+            else resolver.current()
+        )
+        state = self._tails
+        if state[0] is not info:  # recomputed (fork, refresh, a new group): tails anew
+            state = self._tails = (info, {})
+        tails = state[1]
+        callsite = self._callsite
+        try:  # AddCallsite.locate's walk over frames it knows, inlined
+            frame = _getframe(depth - 1)  # its depth, from here
+            skip = callsite._skip
+            while skip.get(id(frame.f_code)):
+                frame = frame.f_back  # type: ignore[assignment]
+            key: tuple[int, int] | None = (id(frame.f_code), frame.f_lasti)
+            entry = tails.get(key)  # type: ignore[arg-type]
+        except (ValueError, AttributeError):  # a shallower stack: the walk decides
+            key = entry = None
+        if entry is None:  # a callsite not seen under this rank info
+            where = callsite.locate(depth - 1)
+            entry = _remember(tails, key, where, info, callsite)
+        where, tail = entry
+        line = b""
+        if tail and not nonfinite and not runtime.captures:
+            try:  # the per-call fields only: the rank and callsite fields are spliced in
+                line = _orjson_dumps(ed)[:-1] + tail
+            except Exception:
+                line = b""
+            if line and (  # else: the whole line below, as render._dumps writes it
+                len(line) > _LOKI_BYTES
+                or len(ed) > _HEAD_MAX
+                or not line.isascii()
+                or line.find(b"\x7f") >= 0
+            ):
+                line = b""
+        whole = not line
+        if whole:  # the event dict in full, as the chain builds it
+            _complete(ed, info, where)
+            if runtime.captures:
+                for capture in runtime.captures:
+                    capture.append(dict(ed))
+            try:  # render._dumps' first case, inlined: a short ASCII line orjson wrote as is
+                line = b"" if nonfinite else _orjson_dumps(ed, option=_NEWLINE)
+            except Exception:
+                line = b""
+            if (  # else: one it would escape, cut, fold for Loki or could not write
+                not line
+                or len(line) > _LOKI_BYTES
+                or len(ed) > _LOKI_FIELDS
+                or not line.isascii()
+                or line.find(b"\x7f") >= 0
+            ):
+                line = _line(ed, _NEWLINE, finite=not nonfinite, flat=True)  # plain values
         output = runtime._output  # the attribute, not the property: a frame fewer
-        try:  # render._dumps' first case, inlined: a short ASCII line orjson wrote as is
-            line = b"" if nonfinite else _orjson_dumps(ed, option=_NEWLINE)
-        except Exception:
-            line = b""
-        if (  # else: one it would escape, cut, fold for Loki or could not write (nonfinite)
-            not line
-            or len(line) > _LOKI_BYTES
-            or len(ed) > _LOKI_FIELDS
-            or not line.isascii()
-            or line.find(b"\x7f") >= 0
-        ):
-            line = _line(ed, _NEWLINE, finite=not nonfinite, flat=True)  # plain values only
         shown = line
         if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
+            whole = whole or _complete(ed, info, where)
             shown = fit_line(ed)  # whole across processes sharing the pipe
         stream = output.stream
         if output.file is None and stream is not None and not output.posting:
@@ -176,6 +243,8 @@ class FusedLine:
         if output.dropped and output.dropped != runtime._drops_reported.get("write_failed"):
             runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
         if sink is not None:  # what the chain hands it: the fields, the level and the time
+            if not whole:
+                _complete(ed, info, where)
             ed["_obs_level"] = level
             ed["_obs_time_ns"] = ns
             hand_over = self._hand_over
@@ -184,3 +253,37 @@ class FusedLine:
             else:
                 sink(None, method, ed)
         return True
+
+
+def _remember(
+    tails: dict[tuple[int, int], tuple[Location | None, bytes]],
+    key: tuple[int, int] | None,
+    where: Location | None,
+    info: Any,
+    callsite: AddCallsite,
+) -> tuple[Location | None, bytes]:
+    """The callsite and the tail of its lines under ``info`` (b"": never spliced), kept
+    under ``key`` where the callsite keeps its location (its code object kept alive)."""
+    fields = dict(info._fields)
+    if where is not None:
+        fields.update(zip(_CALLSITE_NAMES, where, strict=True))
+    try:
+        out = _orjson_dumps(fields, option=_NEWLINE)
+    except Exception:
+        out = b""
+    entry = (where, b"," + out[1:] if out and out.isascii() and out.find(b"\x7f") < 0 else b"")
+    if key is not None and where is not None and callsite._where.get(key) is where:
+        if len(tails) >= _TAILS_MAX:
+            tails.clear()
+        tails[key] = entry
+    return entry
+
+
+def _complete(ed: dict[str, Any], info: Any, where: Location | None) -> bool:
+    """Add the fields a spliced line carries in its tail to its event dict; True."""
+    ed.update(info._fields)
+    if where is not None:
+        ed["code.file.path"] = where[0]
+        ed["code.line.number"] = where[1]
+        ed["code.function.name"] = where[2]
+    return True
