@@ -55,10 +55,13 @@ _HINTED_MAX = 512
 #: rank info and callsite, spliced after the per-call fields.
 _CALLSITE_NAMES = ("code.file.path", "code.line.number", "code.function.name")
 _TAIL_NAMES = frozenset(RankInfo()._fields).union(_CALLSITE_NAMES)  # type: ignore[attr-defined]
-#: The most per-call fields a spliced line has: it stays within Loki's field count.
-_HEAD_MAX = _LOKI_FIELDS - len(_TAIL_NAMES)
-#: The most callsites whose tails are kept (then they are written anew).
+#: The most keywords a spliced line has: it stays within Loki's field count (six fields
+#: before them: the time, the level's two, the event, its body, the logger).
+_KW_MAX = _LOKI_FIELDS - len(_TAIL_NAMES) - 6
+#: The most callsites whose tails are kept, and the most (level, event, logger) whose
+#: heads are (then they are written anew).
 _TAILS_MAX = 1024
+_HEADS_MAX = 1024
 #: Keywords the chain treats specially (renames, drops or acts on) and the names of the
 #: tail's fields (the chain keeps such a field where the call put it): a call with one
 #: takes the chain.
@@ -72,6 +75,7 @@ class FusedLine:
         "_callsite",
         "_chain",
         "_hand_over",
+        "_heads",
         "_redactor",
         "_runtime",
         "_sink",
@@ -96,6 +100,9 @@ class FusedLine:
             None,
             {},
         )
+        #: Per (level, event, logger name): the line's JSON between the time and the
+        #: call's own fields (see :func:`_head`).
+        self._heads: dict[tuple[int, str, str], bytes] = {}
 
     def write(  # noqa: C901, PLR0911, PLR0912, PLR0915, PLR0917 - the hot path, inlined, positional
         self,
@@ -158,18 +165,11 @@ class FusedLine:
             return False  # shutting down (the sink is taken first): the chain counts it
         ns = time.time_ns()
         stamper = self._stamper  # TimeStamper.stamp inlined while the second is the same
-        ed: dict[str, Any] = {
-            "timestamp": stamper._format % (ns // 1000 % 1_000_000)
+        stamp = (
+            stamper._format % (ns // 1000 % 1_000_000)
             if ns // 1_000_000_000 == stamper._second
-            else stamper.stamp(ns),
-            "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
-            "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
-            "event": event,
-            "body": event,
-            "logger": logger._name,
-        }
-        if kw:
-            ed.update(kw)
+            else stamper.stamp(ns)
+        )
         resolver = runtime.resolver  # RankResolver.current inlined while nothing moved
         probe = resolver._is_init
         info = (
@@ -198,20 +198,30 @@ class FusedLine:
         where, tail = entry
         line = b""
         if tail and not nonfinite and not runtime.captures:
-            try:  # the per-call fields only: the rank and callsite fields are spliced in
-                line = _orjson_dumps(ed)[:-1] + tail
-            except Exception:
-                line = b""
-            if line and (  # else: the whole line below, as render._dumps writes it
-                len(line) > _LOKI_BYTES
-                or len(ed) > _HEAD_MAX
-                or not line.isascii()
-                or line.find(b"\x7f") >= 0
-            ):
-                line = b""
-        whole = not line
-        if whole:  # the event dict in full, as the chain builds it
-            _complete(ed, info, where)
+            heads = self._heads
+            head = heads.get((level, event, logger._name))
+            if head is None:  # the level's, the event's and the logger's fields, as JSON
+                head = _head(heads, level, event, logger._name)
+            if head:
+                try:  # the time and the call's own fields between the head and the tail
+                    line = (
+                        b'{"timestamp":"%b%b,%b%b'
+                        % (stamp.encode(), head, _orjson_dumps(kw)[1:-1], tail)
+                        if kw
+                        else b'{"timestamp":"%b%b%b' % (stamp.encode(), head, tail)
+                    )
+                except Exception:
+                    line = b""
+                if line and (  # else: the whole line below, as render._dumps writes it
+                    len(line) > _LOKI_BYTES
+                    or len(kw) > _KW_MAX
+                    or not line.isascii()
+                    or line.find(b"\x7f") >= 0
+                ):
+                    line = b""
+        ed: dict[str, Any] | None = None
+        if not line:  # the event dict in full, as the chain builds it
+            ed = _event_dict(stamp, level, event, logger._name, kw, info, where)
             if runtime.captures:
                 for capture in runtime.captures:
                     capture.append(dict(ed))
@@ -230,7 +240,8 @@ class FusedLine:
         output = runtime._output  # the attribute, not the property: a frame fewer
         shown = line
         if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
-            whole = whole or _complete(ed, info, where)
+            if ed is None:
+                ed = _event_dict(stamp, level, event, logger._name, kw, info, where)
             shown = fit_line(ed)  # whole across processes sharing the pipe
         stream = output.stream
         if output.file is None and stream is not None and not output.posting:
@@ -243,8 +254,8 @@ class FusedLine:
         if output.dropped and output.dropped != runtime._drops_reported.get("write_failed"):
             runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
         if sink is not None:  # what the chain hands it: the fields, the level and the time
-            if not whole:
-                _complete(ed, info, where)
+            if ed is None:
+                ed = _event_dict(stamp, level, event, logger._name, kw, info, where)
             ed["_obs_level"] = level
             ed["_obs_time_ns"] = ns
             hand_over = self._hand_over
@@ -279,11 +290,52 @@ def _remember(
     return entry
 
 
-def _complete(ed: dict[str, Any], info: Any, where: Location | None) -> bool:
-    """Add the fields a spliced line carries in its tail to its event dict; True."""
+def _head(heads: dict[tuple[int, str, str], bytes], level: int, event: str, name: str) -> bytes:
+    """Keep the JSON of a line's fields after the time (``","severity_text":...`` up to
+    the logger's name) for ``level``, ``event`` and the logger ``name`` (b"": never
+    spliced, text to escape) and return it."""
+    try:
+        out = _orjson_dumps(
+            {
+                "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
+                "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
+                "event": event,
+                "body": event,
+                "logger": name,
+            }
+        )
+    except Exception:
+        out = b""
+    head = b'",' + out[1:-1] if out and out.isascii() and out.find(b"\x7f") < 0 else b""
+    if len(heads) >= _HEADS_MAX:
+        heads.clear()
+    heads[level, event, name] = head
+    return head
+
+
+def _event_dict(  # noqa: PLR0917 - positional, as the line's fields come
+    stamp: str,
+    level: int,
+    event: str,
+    name: str,
+    kw: dict[str, Any],
+    info: Any,
+    where: Location | None,
+) -> dict[str, Any]:
+    """The event dict the chain builds for a plain call, in its order."""
+    ed: dict[str, Any] = {
+        "timestamp": stamp,
+        "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
+        "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
+        "event": event,
+        "body": event,
+        "logger": name,
+    }
+    if kw:
+        ed.update(kw)
     ed.update(info._fields)
     if where is not None:
         ed["code.file.path"] = where[0]
         ed["code.line.number"] = where[1]
         ed["code.function.name"] = where[2]
-    return True
+    return ed

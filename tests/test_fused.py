@@ -177,8 +177,9 @@ def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         at: _Site | None = None,
         *,
         fused_first: bool = False,
+        name: str = "fused",
     ) -> tuple[bytes, bytes, bool]:
-        log = obs.get_logger("fused")
+        log = obs.get_logger(name)
         # a first chain call teaches the redactor the names (and looks at the rank: a fused
         # call first, when asked, is the first to see a move)
         for on in (True, False) if fused_first else (False, True, False):
@@ -283,9 +284,42 @@ class TestByteIdentical:
             obs.testing.reset()
 
 
-class TestTail:
-    """The rank and callsite fields are written once per rank info and callsite and
-    spliced in: the line still follows a new rank, host or callsite at once."""
+class TestSplice:
+    """The rank and callsite fields are written once per rank info and callsite, the
+    level's, event's and logger's once per (level, event, logger), and spliced around
+    the time and the call's own fields: the line still follows any of them at once."""
+
+    @given(
+        calls=st.lists(
+            st.tuples(calls, st.one_of(st.text(max_size=12), st.sampled_from(["fused", "a.b"]))),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    @settings(
+        max_examples=80,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    def test_lines_follow_the_level_the_event_and_the_logger(
+        self, lines: Any, calls: list[Any]
+    ) -> None:
+        """Calls at other levels, with other events or from other loggers, in any order
+        and repeated: each fused line is the chain's."""
+        for (method, event, fields), name in calls * 2:
+            fused, chain, _ = lines(method, event, fields, name=name)
+            assert chain == fused
+
+    def test_kept_heads_are_bounded(self, lines: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Past the bound the kept heads are dropped and written anew; lines stay right."""
+        monkeypatch.setattr(obs._fused, "_HEADS_MAX", 2)
+        for event in ["a", "b", "c", "d", "e"] * 2:
+            fused, chain, taken = lines("info", event, {"n": 1})
+            assert (True, chain) == (taken, fused)
+        runtime = STATE.runtime
+        assert runtime is not None
+        assert runtime._fused is not None
+        assert 1 <= len(runtime._fused._heads) <= 2
 
     @given(
         moves=st.lists(st.tuples(ranks, hosts), min_size=1, max_size=4),
