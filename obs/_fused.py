@@ -197,11 +197,12 @@ class FusedLine:
             entry = _remember(tails, key, where, info, callsite)
         where, tail = entry
         line = b""
-        if tail and not nonfinite and not runtime.captures:
+        name = logger._name  # a logger named 1 and one named True or 1.0: keys alike
+        if tail and not nonfinite and not runtime.captures and type(name) is str:
             heads = self._heads
-            head = heads.get((level, event, logger._name))
+            head = heads.get((level, event, name))
             if head is None:  # the level's, the event's and the logger's fields, as JSON
-                head = _head(heads, level, event, logger._name)
+                head = _head(heads, level, event, name)
             if head:
                 try:  # the time and the call's own fields between the head and the tail
                     line = (
@@ -221,7 +222,7 @@ class FusedLine:
                     line = b""
         ed: dict[str, Any] | None = None
         if not line:  # the event dict in full, as the chain builds it
-            ed = _event_dict(stamp, level, event, logger._name, kw, info, where)
+            ed = _event_dict(stamp, level, event, name, kw, info, where)
             if runtime.captures:
                 for capture in runtime.captures:
                     capture.append(dict(ed))
@@ -241,7 +242,7 @@ class FusedLine:
         shown = line
         if len(line) > PIPE_LINE_MAX and output.stream_is_pipe():
             if ed is None:
-                ed = _event_dict(stamp, level, event, logger._name, kw, info, where)
+                ed = _event_dict(stamp, level, event, name, kw, info, where)
             shown = fit_line(ed)  # whole across processes sharing the pipe
         stream = output.stream
         if output.file is None and stream is not None and not output.posting:
@@ -255,7 +256,7 @@ class FusedLine:
             runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
         if sink is not None:  # what the chain hands it: the fields, the level and the time
             if ed is None:
-                ed = _event_dict(stamp, level, event, logger._name, kw, info, where)
+                ed = _event_dict(stamp, level, event, name, kw, info, where)
             ed["_obs_level"] = level
             ed["_obs_time_ns"] = ns
             hand_over = self._hand_over

@@ -8,6 +8,7 @@ The lines must be equal byte for byte, whatever the event name, field names and 
 from __future__ import annotations
 
 import enum
+import json
 import keyword
 import logging
 import math
@@ -123,6 +124,19 @@ hosts = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8"), max_size=16),
     st.sampled_from(["vm", "gpu-node-7", 'h"x', "h\x7f", "\u2028", "h\\x"]),
 )
+#: Logger names: text, and names that are equal but written differently (1, True, 1.0)
+#: or are not str at all (get_logger takes them as they are).
+logger_names = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["fused", "a.b", 1, True, 1.0, None, 2.5]),
+    st.sampled_from(["fused", "x"]).map(_OddKey),
+)
+#: Calls that share their events (kept heads are looked up again).
+calls_alike = st.tuples(
+    st.sampled_from(["debug", "info", "warning", "error"]),
+    st.sampled_from(["e", "request_done"]),
+    st.dictionaries(field_names, plain_values, max_size=3),
+)
 #: Launcher variables (torchrun's) for a rank, a world size and a local rank.
 ranks = st.tuples(st.integers(0, 2**40), st.integers(1, 2**40), st.integers(0, 7)).map(
     lambda t: {"RANK": str(t[0]), "WORLD_SIZE": str(t[1]), "LOCAL_RANK": str(t[2])}
@@ -177,7 +191,7 @@ def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         at: _Site | None = None,
         *,
         fused_first: bool = False,
-        name: str = "fused",
+        name: Any = "fused",
     ) -> tuple[bytes, bytes, bool]:
         log = obs.get_logger(name)
         # a first chain call teaches the redactor the names (and looks at the rank: a fused
@@ -291,7 +305,7 @@ class TestSplice:
 
     @given(
         calls=st.lists(
-            st.tuples(calls, st.one_of(st.text(max_size=12), st.sampled_from(["fused", "a.b"]))),
+            st.tuples(st.one_of(calls, calls_alike), logger_names),
             min_size=1,
             max_size=6,
         )
@@ -301,6 +315,7 @@ class TestSplice:
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
+    @example(calls=[(("info", "e", {}), 1), (("info", "e", {}), True), (("info", "e", {}), 1.0)])
     def test_lines_follow_the_level_the_event_and_the_logger(
         self, lines: Any, calls: list[Any]
     ) -> None:
@@ -309,6 +324,15 @@ class TestSplice:
         for (method, event, fields), name in calls * 2:
             fused, chain, _ = lines(method, event, fields, name=name)
             assert chain == fused
+
+    def test_loggers_named_alike_keep_their_names(self, lines: Any) -> None:
+        """Loggers named 1, True and 1.0 (equal as keys) each write their own name."""
+        for name in (1, True, 1.0, 1, 1.0):
+            fused, chain, _ = lines("info", "e", {"n": 1}, name=name)
+            assert (chain, b'"logger":%s,' % json.dumps(name).encode()) == (
+                fused,
+                fused[fused.index(b'"logger":') :].split(b'"n":')[0],
+            )
 
     def test_kept_heads_are_bounded(self, lines: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         """Past the bound the kept heads are dropped and written anew; lines stay right."""
