@@ -12,7 +12,9 @@ Anything else (and any failure here) takes the chain.
 
 A line ends with the rank's and the callsite's fields: they are written as JSON once per
 rank info and callsite (the resolver makes a new info object whenever it recomputes:
-fork, refresh, a new process group) and spliced after the per-call fields orjson writes.
+fork, refresh, a new process group); the level's, event's and logger's fields once per
+(level, event, logger). Per call orjson writes only the call's own fields, spliced
+between them after the time; the event dict is built only where something reads it.
 """
 
 from __future__ import annotations
