@@ -33,7 +33,7 @@ from obs._config import STATE
 from obs._fused import FusedLine
 from obs._output import StreamSink
 from obs.encode import MAX_STR
-from obs.rank import _mark_stale
+from obs.rank import NOT_IMPORTED, _mark_stale
 from obs.render import _LOKI_BYTES
 
 NOW = 1_764_820_800_123_456_789
@@ -403,6 +403,13 @@ class TestSplice:
         dist.distributed_c10d = types.SimpleNamespace(_world=world)  # type: ignore[attr-defined]
         dist.get_rank = lambda: 3  # type: ignore[attr-defined]
         dist.get_world_size = lambda: 4  # type: ignore[attr-defined]
+        # torch not imported yet, as far as the resolver knows (an earlier test may have
+        # imported the real one: the resolver would keep probing its holder)
+        monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+        resolver = STATE.runtime.resolver  # type: ignore[union-attr]
+        resolver._is_init = None
+        resolver.world = NOT_IMPORTED
+        resolver.refresh()
         for _ in range(2):
             lines("info", "e", {"n": 1})
         monkeypatch.setitem(sys.modules, "torch.distributed", dist)
