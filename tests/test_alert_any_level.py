@@ -108,6 +108,8 @@ def test_an_own_structlog_chain_tags_the_alerts_event(method: str, name: str) ->
 class _Str(str):
     """A str subclass whose ``in`` lies: its alert name must still be found."""
 
+    __slots__ = ()
+
     def __contains__(self, other: object) -> bool:
         return False
 
