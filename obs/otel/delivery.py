@@ -79,12 +79,11 @@ class Delivery:
         #: error: the collector answers (it is not down); a later record can prove it up.
         self.reachable = False
         #: Records of the batch in flight already counted lost (rejected): no longer in
-        #: flight; and how many from its first are handled (taken by the collector or
-        #: given up): shutdown spools only the rest of a batch it takes over. The worker
-        #: resets both as it takes or settles a batch.
+        #: flight. The worker resets it and :attr:`handled` as it takes or settles a batch.
         self.counted = 0
-        #: The records of the batch in flight handled so far (by ``id``): not always its
-        #: first ones (records failing alone are settled after the part taken behind them).
+        #: The records of the batch in flight handled (taken by the collector or given up),
+        #: by ``id``: shutdown spools only the others of a batch it takes over. Not always
+        #: its first ones: records failing alone are settled after the part taken behind them.
         self.handled: set[int] = set()
         #: Records that failed alone with a server error before the collector took anything
         #: of their request (by uid, the last _MAX_REMEMBERED), and whether it took a
