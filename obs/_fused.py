@@ -298,15 +298,7 @@ def _head(heads: dict[tuple[int, str, str], bytes], level: int, event: str, name
     the logger's name) for ``level``, ``event`` and the logger ``name`` (b"": never
     spliced, text to escape) and return it."""
     try:
-        out = _orjson_dumps(
-            {
-                "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
-                "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
-                "event": event,
-                "body": event,
-                "logger": name,
-            }
-        )
+        out = _orjson_dumps(_head_fields(level, event, name))
     except Exception:
         out = b""
     head = b'",' + out[1:-1] if out and out.isascii() and out.find(b"\x7f") < 0 else b""
@@ -326,19 +318,22 @@ def _event_dict(  # noqa: PLR0917 - positional, as the line's fields come
     where: Location | None,
 ) -> dict[str, Any]:
     """The event dict the chain builds for a plain call, in its order."""
-    ed: dict[str, Any] = {
-        "timestamp": stamp,
+    ed: dict[str, Any] = {"timestamp": stamp, **_head_fields(level, event, name)}
+    if kw:
+        ed.update(kw)
+    ed.update(info._fields)
+    if where is not None:
+        ed.update(zip(_CALLSITE_NAMES, where, strict=True))
+    return ed
+
+
+def _head_fields(level: int, event: str, name: str) -> dict[str, Any]:
+    """A line's fields after the time, up to the logger's name (a spliced head's, or the
+    start of the event dict), in the chain's order."""
+    return {
         "severity_text": NAME_BY_LEVEL.get(level) or level_name(level),
         "severity_number": SEVERITY_BY_LEVEL.get(level) or severity_number(level),
         "event": event,
         "body": event,
         "logger": name,
     }
-    if kw:
-        ed.update(kw)
-    ed.update(info._fields)
-    if where is not None:
-        ed["code.file.path"] = where[0]
-        ed["code.line.number"] = where[1]
-        ed["code.function.name"] = where[2]
-    return ed
