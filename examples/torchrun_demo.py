@@ -6,7 +6,8 @@
 Each rank joins a process group (nccl when CUDA is available, else gloo on CPU), calls
 ``get_fi_ar_workspace`` and ``get_fi_ar_quant_workspace`` with vLLM's signature, prints
 one line per chain, and exits 0 when both workspaces exist on this rank, 3 when either is
-unavailable (a ``workspace_terminal_failure`` event was reported). On a machine without
+unavailable (a ``workspace_terminal_failure`` event was reported), once every rank has
+reported (torchrun stops the other ranks when one exits non-zero). On a machine without
 GPUs every rank reports the real failure story (mnnvl, then trtllm: ``no_cuda``).
 
 obs reads only its environment (``obs.configure()`` without arguments): ``OBS_FORMAT``,
@@ -74,8 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK if ok else EXIT_TERMINAL
     finally:
         fi_ar.destroy_fi_ar_workspace()
+        obs.shutdown()  # this rank's records delivered (or spooled) before it may exit
+        # torchrun stops every other rank once one exits non-zero: exit only when all have
+        # reported, or a faster rank's exit 3 cuts a slower rank's lines and records off.
+        dist.barrier()
         dist.destroy_process_group()
-        obs.shutdown()
 
 
 if __name__ == "__main__":

@@ -838,12 +838,31 @@ def demo_lines(stdout: str) -> dict[tuple[int, str], str]:
     return {(int(rank), chain): rest for rank, chain, rest in found}
 
 
+#: On the demo's PYTHONPATH: rank 0 prints its first line 2 s late, so rank 1 is done (and
+#: exits 3) first, as a slower rank is on a loaded machine; torchrun stops the other ranks
+#: when one fails, so a rank that exits before its peers have reported cuts their reports off.
+LATE_RANK_0 = """
+import builtins, os, time
+if os.environ.get("RANK") == "0":
+    _print = builtins.print
+    def _late_print(*args, **kwargs):
+        builtins.print = _print
+        time.sleep(2.0)
+        _print(*args, **kwargs)
+    builtins.print = _late_print
+"""
+
+
 @pytest.fixture
 def demo_run(
     tmp_path: Path,
     otlp_receiver: OTLPReceiver,  # noqa: F811 - the imported fixture
 ) -> tuple[subprocess.CompletedProcess[str], OTLPReceiver]:
-    """The demo on 2 ranks under torchrun, exporting to the receiver, configured by env."""
+    """The demo on 2 ranks under torchrun, exporting to the receiver, configured by env;
+    rank 0 is the late one."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(LATE_RANK_0)
     env = dict(os.environ)
     env.update(
         OTEL_SERVICE_NAME="torchrun-demo",
@@ -851,6 +870,7 @@ def demo_run(
         OBS_FORMAT="json",
         OBS_SPOOL_DIR=str(tmp_path / "spool"),
         OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p),
     )
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     proc = subprocess.run(
@@ -892,7 +912,8 @@ class TestTorchrunDemo:
         ) == sorted(failed)
         for rec in terminal:
             assert set(rec["attributes"]["reasons"]) <= set(REASONS)
-        if failed:  # a rank exits 3; torchrun exits 1 and names the rank's exit code
+        if failed:  # a rank exits 3; torchrun exits 1, names the rank's exit code and
+            # stops the others (done reporting by then: the lines and records above)
             assert proc.returncode == 1
             assert re.search(r"exitcode\s*:\s*3", proc.stderr)
         else:
