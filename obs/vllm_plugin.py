@@ -9,14 +9,16 @@ nothing. Enabled, in each process it:
   handler is :class:`obs.stdlib.Handler`) unless the user set one or turned vLLM's logging
   configuration off, so every later ``configure_logging(LoggingConfig())`` of vLLM, here and
   in the processes it starts (they inherit the environment and the config), installs obs
-  rather than its text handler (vLLM's documented hook);
+  rather than its text handler (vLLM's documented hook); a ``LoggingConfig`` built before
+  the plugin loaded is made to name that file too (:func:`carry_config_path`), so the
+  spawned processes it is handed to write through obs from their first record;
 - configures obs from the environment if nothing did, which also takes over a console
   handler vLLM already put on ``vllm`` in this process (a worker's, configured before the
   plugin loaded);
 - wraps vLLM's logging set-up (``vllm.logger._configure_vllm_root_logger``, which every
   ``configure_logging`` calls) so that right after each run that applied vLLM's own text
-  config (no config file: a ``LoggingConfig`` built before the plugin loaded, as
-  ``vllm serve`` builds it) obs takes the console handler over again. A forked child
+  config (no config file, obs not routing: an application that configured obs itself)
+  obs takes the console handler over again. A forked child
   inherits the wrapper: there vLLM never runs the plugin again (its plugins count as
   loaded), but applies the config it was handed;
 - applies the same to the config vLLM applied before the plugins loaded (a spawned
@@ -35,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "CONFIG_PATH",
     "ENABLE_VAR",
+    "carry_config_path",
     "count_vllm_repeats",
     "enabled",
     "follow_vllm",
@@ -159,6 +162,8 @@ def wrap_vllm_configure(module: Any = None) -> bool:
 
     @functools.wraps(original)
     def configure(config: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if os.environ.get("VLLM_LOGGING_CONFIG_PATH") == CONFIG_PATH:  # the plugin routes
+            carry_config_path(config)  # built before it loaded: obs' file from now on
         result = original(config, *args, **kwargs)  # vLLM's errors are vLLM's: raised
         _readopt(config)
         return result
@@ -196,7 +201,8 @@ def register() -> None:
     from obs.stdlib import adopt_loggers  # noqa: PLC0415
 
     try:
-        route_vllm_logging()
+        if route_vllm_logging():
+            carry_config_path(_applied_config())
         users = _users_file(_applied_config())  # a spawned worker applied it: it stands
         if STATE.runtime is None:
             STATE.configure_from_env()  # adopts vLLM's console handler if one is there
@@ -218,6 +224,23 @@ def _applied_config(module: Any = None) -> Any:
     if module is None:
         module = sys.modules.get("vllm.logger")
     return getattr(module, "_last_configured_logging_config", None)
+
+
+def carry_config_path(config: Any) -> bool:
+    """Make a ``LoggingConfig`` vLLM applied before its plugins loaded (its text config,
+    built before the plugin set ``VLLM_LOGGING_CONFIG_PATH``) name obs' dictConfig, so the
+    processes it is handed to (spawned engine cores and workers apply it first thing)
+    write through obs from their start; True when changed, never raises."""
+    try:
+        if config is None or not getattr(config, "configure_logging", False):
+            return False
+        if getattr(config, "pylogging_config_file", None):
+            return False  # obs' already, or the user's: authoritative
+        config.pylogging_config_file = CONFIG_PATH
+    except Exception:  # a frozen or foreign config: the wrapper covers this process
+        return False
+    else:
+        return True
 
 
 def _users_file(config: Any) -> bool:

@@ -4,6 +4,7 @@ tests/integration/test_vllm_logging.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import logging
@@ -185,6 +186,106 @@ class TestRegister:
                 for name, console in consoles.items():
                     logging.getLogger(name).removeHandler(console)
                     logging.getLogger(name).propagate = True
+
+
+class TestCarryConfigPath:
+    """A text config vLLM applied before the plugin loaded names obs' dictConfig after it
+    (the processes it is handed to apply it first thing: a spawned worker writes through
+    obs from its start); a config of the user's, or vLLM's logging off, is left be."""
+
+    @settings(max_examples=25, deadline=None)
+    @given(
+        path=st.sampled_from([None, "", "/mine.json", vllm_plugin.CONFIG_PATH]),
+        configure=st.booleans(),
+        level=st.sampled_from(["DEBUG", "INFO", "WARNING"]),
+        formatter=st.sampled_from(["text", "json"]),
+    )
+    def test_real_logging_configs(
+        self, path: str | None, configure: bool, level: str, formatter: str
+    ) -> None:
+        """vLLM's real ``LoggingConfig``: only an enabled config without a file changes,
+        and only its file; the level and formatter stay (the level is applied by
+        ``_readopt`` when the config is)."""
+        from vllm.config.logging import LoggingConfig
+
+        config = LoggingConfig(
+            log_level=level,  # type: ignore[arg-type]
+            formatter=formatter,  # type: ignore[arg-type]
+            configure_logging=configure,
+            pylogging_config_file=path,
+        )
+        changed = vllm_plugin.carry_config_path(config)
+        expected = vllm_plugin.CONFIG_PATH if configure and not path else path
+        assert (configure and not path, expected, level, formatter) == (
+            changed,
+            config.pylogging_config_file,
+            config.log_level,
+            config.formatter,
+        )
+
+    def test_register_changes_the_applied_config(self, clean_vllm_env: pytest.MonkeyPatch) -> None:
+        """``OBS_VLLM=1``: the config applied before the plugin loaded names obs' file; with
+        the user's ``VLLM_LOGGING_CONFIG_PATH`` set it is not touched."""
+        from vllm.config.logging import LoggingConfig
+
+        configs = [LoggingConfig(configure_logging=True, pylogging_config_file=None)]
+        configs.append(LoggingConfig(configure_logging=True, pylogging_config_file=None))
+        clean_vllm_env.setenv("OBS_VLLM", "1")
+        for config, user_path in zip(configs, (None, "/mine.json"), strict=True):
+            module = SimpleNamespace(_last_configured_logging_config=config)
+            clean_vllm_env.setitem(sys.modules, "vllm.logger", module)
+            if user_path:
+                clean_vllm_env.setenv("VLLM_LOGGING_CONFIG_PATH", user_path)
+            vllm_plugin.register()
+            obs.testing.reset()
+        assert [vllm_plugin.CONFIG_PATH, None] == [c.pylogging_config_file for c in configs]
+
+    @pytest.mark.parametrize("routed", [True, False])
+    def test_a_config_built_before_and_applied_after_names_obs_file(
+        self, clean_vllm_env: pytest.MonkeyPatch, routed: bool
+    ) -> None:
+        """A text ``LoggingConfig`` built before the plugin loaded and applied after it (an
+        engine built from it): vLLM applies obs' dictConfig, and so do the processes it is
+        handed to. An application that configured obs itself (``OBS_VLLM`` unset, obs not
+        routing vLLM's config) keeps its config as built."""
+        from vllm.config.logging import LoggingConfig
+
+        config = LoggingConfig(configure_logging=True, pylogging_config_file=None)
+        calls: list[Any] = []
+        module = TestWrapVllmConfigure.fake_vllm_logger(calls)
+        if routed:
+            clean_vllm_env.setenv("OBS_VLLM", "1")
+            vllm_plugin.register()
+        else:
+            obs.configure()
+        logger = logging.getLogger("vllm")
+        try:
+            vllm_plugin.wrap_vllm_configure(module)
+            module._configure_vllm_root_logger(config)
+            expected = vllm_plugin.CONFIG_PATH if routed else None
+            assert ([expected], expected) == (
+                [c.pylogging_config_file for c in calls],
+                config.pylogging_config_file,
+            )
+        finally:
+            obs.testing.reset()
+            for h in list(logger.handlers):
+                logger.removeHandler(h)
+            logger.propagate = True
+
+    def test_a_config_that_refuses_the_change_is_left_be(self) -> None:
+        """A frozen config: False, nothing raised (the wrapper covers this process)."""
+
+        @dataclasses.dataclass(frozen=True)
+        class Frozen:
+            configure_logging: bool = True
+            pylogging_config_file: str | None = None
+
+        config = Frozen()
+        assert (False, None) == (
+            vllm_plugin.carry_config_path(config),
+            config.pylogging_config_file,
+        )
 
 
 class TestWrapVllmConfigure:

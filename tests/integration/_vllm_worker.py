@@ -7,11 +7,11 @@ Workers are started with the ``fork`` and ``spawn`` contexts and do what
 handed, then load the general plugins. Every process logs the same records through vLLM's
 own ``init_logger``; the test reads stdout, stderr and the OTLP receiver.
 
-With ``cli`` among the arguments the main process follows ``vllm serve`` instead
-(``vllm/entrypoints/cli/main.py``): ``configure_logging_from_args`` builds and applies the
-``LoggingConfig`` before the plugins load, so the config handed to the workers names no
-config file; each worker then also logs a ``vllm_early`` record between applying it and
-loading the plugins.
+With ``cli`` among the arguments the main process applies its config first, as code that
+calls ``configure_logging_from_args`` before it builds an engine does (``vllm serve`` loads
+the plugins while it builds its parser, before that call): the ``LoggingConfig`` is built
+and applied before the plugins load, naming no config file; each worker then also logs a
+``vllm_early`` record between applying the config it was handed and loading the plugins.
 
 With ``OBS_VLLM_FI_AR=1`` the main process also calls vLLM's FlashInfer allreduce getters
 on a one-rank gloo group and prints ``FI_AR {json}``: which module the getters vLLM's
@@ -105,7 +105,7 @@ def main(methods: list[str]) -> int:
     cli = "cli" in methods
     untraced = "untraced" in methods
     methods = [m for m in methods if m not in {"cli", "untraced"}]
-    if cli:  # vllm serve: the config is built and applied before the plugins load
+    if cli:  # the config is built and applied before the plugins load
         import argparse
 
         from vllm.logger import configure_logging_from_args

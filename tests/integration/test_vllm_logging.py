@@ -4,9 +4,9 @@ Four settings, each a real vLLM main process (plugins loaded, then vLLM's own
 ``configure_logging(LoggingConfig())``) with a fork and a spawn worker started as vLLM's
 worker start-up does (``_vllm_worker.py``): obs' plugin with vLLM's default logging, the
 plugin with ``VLLM_CONFIGURE_LOGGING=0``, ``VLLM_LOGGING_CONFIG_PATH`` naming
-``examples/vllm-logging.json`` without the plugin, and the plugin in ``vllm serve``'s order
-(the ``LoggingConfig`` built and applied before the plugins load, so the workers are handed
-one that names no config file). The four run at once (importing vLLM
+``examples/vllm-logging.json`` without the plugin, and the plugin where the
+``LoggingConfig`` is built and applied before the plugins load (naming no config file
+until the plugin loads). The four run at once (importing vLLM
 costs seconds of CPU per process); each is told apart at the receiver by a resource
 attribute. Needs vLLM (``make`` installs it); ``OBS_REQUIRE_VLLM=1`` (set by ``make``)
 turns a missing vLLM into a failure rather than a skip.
@@ -52,7 +52,7 @@ METHODS = {
     "config_path": ("fork",),
     "plugin_cli_order": PROCESSES[1:],
 }
-#: Launcher arguments before the start methods: the vllm serve order (config, then plugins).
+#: Launcher arguments before the start methods: the config applied first, then the plugins.
 ORDER = {"plugin_cli_order": ("cli",)}
 #: Coverage's tracer slows vLLM's import by half: plugin_cli_order runs untraced, and so do
 #: the spawned workers (each imports vLLM again) but the plugin's (``untraced`` among the
@@ -197,21 +197,22 @@ def test_fi_ar_getters_are_comms_and_report_no_cuda(
 def test_cli_order_worker_routes_from_vllms_configure_logging_on(
     runs: tuple[dict[str, Run], OTLPReceiver], where: str
 ) -> None:
-    """vllm serve's order: a worker applies a config built before the plugins loaded (vLLM's
-    text handler on ``vllm``), then loads them. A forked worker (which inherits the loaded
-    plugin and never runs it again) writes every vllm record as one obs JSON line from its
-    ``configure_logging`` on, and exports it once; a spawned one from its plugins' load on.
-    Nothing in vLLM's text format."""
+    """A config built and applied before the plugins loaded (vLLM's text handler on
+    ``vllm``; code that calls ``configure_logging_from_args`` before building its engine),
+    handed to a worker that applies it, then loads the plugins. The plugin made that
+    config name obs' dictConfig when it loaded, so a forked worker and a spawned one (which
+    has not imported obs before it applies the config) both write every vllm record as one
+    obs JSON line from their ``configure_logging`` on, and export it once. Nothing in
+    vLLM's text format."""
     run, receiver = runs[0]["plugin_cli_order"], runs[1]
     assert 0 == run.code, run.err[-3000:]
-    kinds = ("vllm_early", "vllm_info") if where == "fork" else ("vllm_info",)
+    kinds = ("vllm_early", "vllm_info")
     lines = {kind: run.lines_with(f"{kind} {where}") for kind in kinds}
     assert {kind: [True] for kind in kinds} == {
         kind: [ln.startswith("{") and json.loads(ln)["body"] == f"{kind} {where}" for ln in got]
         for kind, got in lines.items()
     }
-    text = [ln for ln in run.lines_with(f" {where}") if not ln.startswith("{")]
-    assert [] == [ln for ln in text if where == "fork" or "vllm_early" not in ln]
+    assert [] == [ln for ln in run.lines_with(f" {where}") if not ln.startswith("{")]
     exported = [
         r["body"]
         for r in receiver.records
