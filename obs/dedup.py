@@ -429,8 +429,7 @@ class Dedup:
         key = make_key(name, level, event, _with_exception(event_dict), once_key)
         stage = event_dict.get("stage")
         alert = type(stage) is str and stage in self._alerts
-        if alert:  # one rank's alert is never another's repeat (a forked child's rank)
-            key = ranked_key(key, event_dict.get("rank"))
+        key = ranked_key(key, event_dict.get("rank")) if alert else key  # per rank (a fork's)
         admitted = self._deduper.admit(
             key,
             every_n=every_n or 0,
