@@ -144,6 +144,7 @@ class BoundLogger:
             rt.log(self, _C, "critical", event, kw, args)
 
     fatal = critical
+    msg = info  # structlog's name for it
 
     def log(self, level: int, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at a numeric ``level`` (0..100; a level name such as ``"error"``
@@ -167,6 +168,20 @@ class BoundLogger:
         def info_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
         def warning_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
         def error_once(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+
+        # structlog's awaitable names (made by _async below): the plain call, awaited
+        async def adebug(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def ainfo(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def amsg(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def awarning(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def awarn(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def aerror(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def aexception(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def acritical(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def afatal(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None: ...
+        async def alog(
+            self, level: int, event: str = NO_EVENT, /, *args: Any, **kw: Any
+        ) -> None: ...
 
 
 def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 - see once
@@ -266,7 +281,7 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
 #: of ERROR and above stay loud (a call of the alert's event passes any level, :func:`_alert`).
 _GATED = (
     (_D, ("debug",)),
-    (_I, ("info",)),
+    (_I, ("info", "msg")),
     (_W, ("warning", "warn")),
 )
 _LOUD = {name: vars(BoundLogger)[name] for _, names in _GATED for name in names}
@@ -299,6 +314,23 @@ def _method(level: int) -> str:
     """The method of the level class ``level`` falls in (the levels table's)."""
     return LEVELS[level_class(level)].method
 
+
+def _async(name: str) -> Callable[..., Any]:
+    """structlog's ``a<name>``: the plain call, awaited (it never waits on the network)."""
+
+    async def method(self: BoundLogger, /, *args: Any, **kw: Any) -> None:
+        getattr(self, name)(*args, **kw)
+
+    method.__name__ = f"a{name}"
+    method.__qualname__ = f"BoundLogger.a{name}"
+    method.__doc__ = f"``await log.a{name}(...)``: :meth:`BoundLogger.{name}`, as structlog's."
+    return method
+
+
+_PLAIN = ("debug", "info", "msg", "warning", "warn", "error", "exception", "critical", "fatal")
+for _name in (*_PLAIN, "log"):
+    setattr(BoundLogger, f"a{_name}", _async(_name))
+del _name
 
 for _level in (_D, _I, _W, _E):
     setattr(

@@ -42,7 +42,7 @@ from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
-from obs.dedup import NOT_CACHED, OVERFLOW, Dedup, Deduper, OnceCache, make_key
+from obs.dedup import NOT_CACHED, OVERFLOW, Dedup, Deduper, OnceCache, make_key, ranked_key
 from obs.encode import FLAT, MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
 from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
@@ -62,6 +62,7 @@ from obs.severity import (
     DEFAULT_POLICY,
     StagePolicy,
     TagSeverity,
+    alert_level,
     claim_alert,
 )
 
@@ -342,14 +343,13 @@ class Runtime:
             if local.deferred:
                 drain(local)
 
-    def admit_once(  # noqa: C901 - the drop-in *_once hot path, inlined
+    def admit_once(  # noqa: C901, PLR0912 - the drop-in *_once hot path, inlined
         self, name: str, level: int, event: object, args: tuple[Any, ...], scope: object
     ) -> bool | Literal["overflow"]:
-        """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup.
-
-        :data:`obs.dedup.OVERFLOW` (truthy) when admitted through the full table's overflow
-        slot. Re-entrant (a signal handler inside a log call): admitted, never blocking.
-        """
+        """The vLLM-style ``*_once(msg, *args, scope=)`` gate: scope, then dedup; the alert's
+        event (by name) passes every scope, keyed at its stage's level with the rank.
+        :data:`obs.dedup.OVERFLOW` (truthy): admitted through the full table's overflow slot.
+        Re-entrant (a signal handler inside a log call): admitted, never blocking."""
         local = LOCAL
         if local.busy:
             return True
@@ -358,6 +358,10 @@ class Runtime:
             cache = self.once_cache
             slot = cache.slot(event, scope) if cache.enabled and type(event) is str else None
             try:  # the caller asked the once cache already: this is not a known repeat
+                marked = type(event) is not str or ALERT_MARK in event
+                alert = alert_level(self.policy, event) if marked else None
+                if alert is not None:  # the alert's, by name: every rank, at its stage's level
+                    level, slot, scope, rank = alert, None, "process", self.resolver.current().rank
                 info = self.resolver.current() if level < self.ship_level else None
                 if info is not None and not scope_allows(scope, info):
                     if slot is not None:  # kept quiet here: the table answers the repeat
@@ -369,6 +373,8 @@ class Runtime:
                     event if isinstance(event, str) else safe_repr(event, 200),
                     {str(i): a for i, a in enumerate(args)},  # vLLM's *args as fields 0, 1, ...
                 )
+                if alert is not None:  # one rank's alert is never another's repeat
+                    key = ranked_key(key, rank)
                 if slot is not None:
                     cache.remember(name, level, slot, args, key, info)
                 if self.deduper.lockfree and self.deduper.repeat(key):  # lock-free repeat
@@ -377,7 +383,9 @@ class Runtime:
                     return False
             except Exception:
                 return True
-            admitted = self.deduper.admit(key, event=str(event), level=level, logger=name)
+            admitted = self.deduper.admit(
+                key, event=str(event), level=level, logger=name, alert=alert is not None
+            )
             if admitted:
                 return admitted
             if self.deduper.summary_due:

@@ -32,6 +32,7 @@ __all__ = [
     "OnceCache",
     "key_text",
     "make_key",
+    "ranked_key",
 ]
 
 import itertools
@@ -112,6 +113,11 @@ def _kv(value: object) -> object:
             return ("seq", tuple(value), types)  # type: ignore[arg-type]
     # Anything else by its bounded, redacted JSON form: never held, never unhashable.
     return ("repr", safe_repr(to_jsonable(value), 200))
+
+
+def ranked_key(key: Key, rank: object) -> Key:
+    """An alert's ``key`` with its rank: one rank's alert is never another's repeat."""
+    return (*key[:3], "rank", _kv(rank), *key[3:])
 
 
 def _long(text: str) -> tuple[str, int, str, int]:
@@ -423,8 +429,7 @@ class Dedup:
         key = make_key(name, level, event, _with_exception(event_dict), once_key)
         stage = event_dict.get("stage")
         alert = type(stage) is str and stage in self._alerts
-        if alert:  # one rank's alert is never another's repeat (a forked child's rank)
-            key = (*key[:3], "rank", _kv(event_dict.get("rank")), *key[3:])
+        key = ranked_key(key, event_dict.get("rank")) if alert else key  # per rank (a fork's)
         admitted = self._deduper.admit(
             key,
             every_n=every_n or 0,

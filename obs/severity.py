@@ -17,6 +17,7 @@ __all__ = [
     "StagePolicy",
     "StageRule",
     "TagSeverity",
+    "alert_level",
     "alert_stage",
     "claim_alert",
     "level_name",
@@ -135,6 +136,13 @@ def alert_stage(event: object) -> str | None:
             if str.endswith(event, suffix) or str.__eq__(event, stage) is True:
                 return stage
     return None
+
+
+def alert_level(policy: StagePolicy, event: object) -> int | None:
+    """The level of the alert stage ``event`` is named after, under ``policy``; else None."""
+    stage = alert_stage(event)
+    rule = policy.rule(stage) if stage is not None else None
+    return rule.level if rule is not None and rule.alert else None
 
 
 def claim_alert(event: object, fields: MutableMapping[str, Any]) -> None:

@@ -238,7 +238,7 @@ class TestLevelGate:
 
         try:
             obs.configure(format="json", sdk_disabled=True, level="ERROR")
-            assert {"debug", "info", "warning", "warn"} == quiet_names()
+            assert {"debug", "info", "msg", "warning", "warn"} == quiet_names()
             obs.configure(format="json", sdk_disabled=True, level="DEBUG")
             assert set() == quiet_names()
         finally:
