@@ -6,7 +6,9 @@ from __future__ import annotations
 
 __all__ = [
     "LOCAL",
+    "MAX_ALERT_GEN",
     "MAX_DEFERRED",
+    "MAX_GEN",
     "Local",
     "MarkedLock",
     "defer",
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from obs.callsite import AddCallsite
+from obs.severity import alert_level
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 
 #: Events deferred by re-entrant calls on one thread before further ones are counted.
 MAX_DEFERRED = 256
+#: Generations of re-entrant records written: 2, and for the alert's records (a signal
+#: handler's, logged while obs writes a record a signal handler logged ...) more, bounded.
+MAX_GEN, MAX_ALERT_GEN = 2, 8
 
 
 class Local(threading.local):
@@ -99,16 +105,30 @@ def defer_built(runtime: Runtime, method: str, build: Callable[..., EventDict], 
     while_building(runtime, lambda: defer(runtime, build(*args), method))
 
 
+def _alert(runtime: Runtime, event_dict: EventDict) -> bool:
+    """Whether a deferred event is the alert's: an alert stage, or an event named after one."""
+    try:
+        stage = event_dict.get("stage")
+        rule = runtime.policy.rule(stage) if type(stage) is str else None
+        if rule is not None and rule.alert:
+            return True
+        return alert_level(runtime.policy, event_dict.get("event")) is not None
+    except Exception:
+        return False
+
+
 def drain(local: Local) -> None:
     """Write what re-entrant calls deferred, in order. What a deferred event's writing
-    logs in turn is written too (generation 1); past that it is counted as dropped."""
+    logs in turn is written too (generation 1); past that it is counted as dropped, but for
+    the alert's records, written up to :data:`MAX_ALERT_GEN` (never lost to a storm of
+    signals whose handlers log)."""
     deferred = local.deferred
     while deferred:
         local.busy = True
         try:
             while deferred:
                 runtime, method, event_dict, gen = deferred.pop(0)
-                if gen >= 2:
+                if gen >= MAX_GEN and (gen >= MAX_ALERT_GEN or not _alert(runtime, event_dict)):
                     runtime.reentrant_dropped += 1
                     runtime.drops_due = True  # reported after the next write
                     continue
