@@ -197,12 +197,13 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
             try:  # an unhashable event, a value whose __eq__ raises: the full path
                 rows = cache._table.get(event)  # never with a stage (a row implies the level)
                 if rows is not None and cache._world._default_pg is cache._pg:
-                    for snap, key, cls, more, row_level, name, entry, count, clock in rows:
+                    for snap, key, cls, key2, cls2, more, lvl, name, entry, count, clock in rows:
                         if (
                             snap == kw
-                            and row_level == level
+                            and lvl == level
                             and name == self._name
                             and (key is None or type(kw[key]) is cls or _same(kw[key], cls))
+                            and (key2 is None or type(kw[key2]) is cls2 or _same(kw[key2], cls2))
                             and (not more or _all_same(kw, more))
                         ):
                             if entry is None:  # the scope keeps this rank quiet: not counted

@@ -495,7 +495,9 @@ _PER_EVENT = 4
 #: (arguments, the first argument's name or position and type (None: no argument), the
 #: others' (name or position, type), level, logger, the deduper's entry, its counter,
 #: the deduper's clock: a local call in the hit, not a method lookup on the table).
-Snapshot = tuple[Any, Any, Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None", Any, Any]
+Snapshot = tuple[
+    Any, Any, Any, Any, Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None", Any, Any
+]
 
 
 _UNSEEN = object()
@@ -536,7 +538,7 @@ def _same(value: object, shape: object) -> bool:
 
 
 def _all_same(args: Any, types: tuple[tuple[Any, Any], ...]) -> bool:
-    """Each argument after the first of the remembered type (a call with several)."""
+    """Each argument after the second of the remembered type (a call with several)."""
     return all(type(args[k]) is cls or _same(args[k], cls) for k, cls in types)
 
 
@@ -587,12 +589,13 @@ class OnceCache:
             if self._world._default_pg is not self._pg and not self._sync():
                 self._table.clear()  # the rank changed: scopes must be decided again
                 return 0
-            for snap, key, cls, more, row_level, row_name, entry, count, clock in rows:
+            for snap, key, cls, key2, cls2, more, row_level, row_name, entry, count, clock in rows:
                 if (
                     snap == args
                     and row_level == level
                     and row_name == name
                     and (key is None or type(args[key]) is cls or _same(args[key], cls))
+                    and (key2 is None or type(args[key2]) is cls2 or _same(args[key2], cls2))
                     and (not more or _all_same(args, more))
                 ):
                     if entry is None:  # the scope keeps this rank quiet: nothing to count
@@ -650,9 +653,11 @@ class OnceCache:
                 tuple(list(v) if type(v) is list else v for v in args),
                 tuple(enumerate(shapes)),
             )
-        key, cls = types[0] if types else (None, None)  # the first checked inline
+        # The first two checked inline (``n=1, scope="global"``: no call), the rest by a loop.
+        key, cls = types[0] if types else (None, None)
+        key2, cls2 = types[1] if len(types) > 1 else (None, None)
         count = None if entry is None else entry.fast  # next(): a builtin's fast call
-        rows.append((snap, key, cls, types[1:], level, name, entry, count, self._clock))
+        rows.append((snap, key, cls, key2, cls2, types[2:], level, name, entry, count, self._clock))
 
     @staticmethod
     def slot(event: str, scope: object) -> object:

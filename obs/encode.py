@@ -656,7 +656,9 @@ class Redactor:
 
     @staticmethod
     def _values(event_dict: EventDict) -> EventDict:
-        """Each value made safe and scrubbed (within the call's budget)."""
+        """Each value made safe and scrubbed (within the call's budget). A text the walk
+        returned (a long str cut, a str subclass) was scrubbed by it: not scanned again."""
+        walked: set[str] | None = None
         if event_dict.get("_obs_flat") is not FLAT:
             for key, value in event_dict.items():
                 cls = type(value)
@@ -665,14 +667,23 @@ class Redactor:
                     or (cls is str and len(value) > MAX_STR)
                     or (cls is float and value - value != 0.0)
                 ) and key[:5] != "_obs_":
-                    event_dict[key] = to_jsonable(value)
+                    event_dict[key] = made = to_jsonable(value)
+                    if type(made) is str:  # scrub_text's, cut after
+                        walked = {key} if walked is None else walked | {key}
         body = event_dict.get("body", "")
         if type(body) is not str:  # before the export and the renderer: one text for both
             event_dict["body"] = body_text(body, event_dict.get("event"))
-        if _any_credential(event_dict.values()):
+        values = event_dict.values()
+        if walked is not None:  # a 1 MB value's 17 KB cut: scanned once, not twice
+            values = [v for k, v in event_dict.items() if k not in walked]  # type: ignore[assignment]
+        if _any_credential(values):
             event = event_dict.get("event")
             for key, value in event_dict.items():  # event, body and str values alike
-                if type(value) is str and key[:5] != "_obs_":
+                if (
+                    type(value) is str
+                    and key[:5] != "_obs_"
+                    and (walked is None or key not in walked)
+                ):
                     # A caller's text is scrubbed as obs' own is (secret pairs too); names
                     # (event, logger, code.*) and a body that is the event keep a pair
                     # whose value is a placeholder: ``"password=%s"`` is a template.

@@ -114,6 +114,24 @@ class TestExactness:
         log.warning_once("evt", b=1, a=1.0)
         assert 2 == len(read())
 
+    @pytest.mark.parametrize("position", [1, 2])
+    def test_a_later_value_of_another_type_never_matches(
+        self, configure_json: Configure, position: int
+    ) -> None:
+        """``n=1, k=1`` then ``n=1, k=True`` (``k`` second: checked inline; third: in the
+        loop), with ``scope="global"``: equal dicts whose later value's type differs are
+        two keys."""
+        read = configure_json()
+        log = obs.get_logger("fast")
+        for value in (1, True, 1.0, 1, True, 1.0):
+            fields: dict[str, Any] = {"n": 1, "scope": "global"}
+            fields = dict(
+                [*list(fields.items())[:position], ("k", value), *list(fields.items())[position:]]
+            )
+            log.warning_once("evt", **fields)
+        assert 3 == len([r for r in read() if r["event"] == "evt"])
+        assert [1, 1, 1] == [n for _, n in _summary_list(read)]
+
     def test_swapped_names_of_equal_values_never_match(self, configure_json: Configure) -> None:
         """``a=1, b=1.0`` then ``b=1, a=1.0``: equal dicts, equal type sequences in call
         order, different keys; both are logged (a compare of the types in call order, not
@@ -191,28 +209,32 @@ class TestExactness:
         st.lists(
             st.tuples(
                 st.sampled_from(["a", "b"]),
-                st.one_of(
-                    st.integers(-2, 2),
-                    st.floats(allow_nan=True, allow_infinity=False, width=16),
-                    st.booleans(),
-                    st.none(),
-                    st.sampled_from(["1", "x", Color.RED]),
+                st.lists(  # few values, so that equal ones of other types meet often
+                    st.sampled_from([1, 1.0, True, 0, False, None, "red", Color.RED]),
+                    min_size=1,
+                    max_size=4,
                 ),
             ),
             max_size=30,
         )
     )
-    def test_counts_match_the_deduper_for_any_calls(self, calls: list[tuple[str, Any]]) -> None:
-        """Any sequence of once calls: suppressed counts equal the repeats of each key."""
+    def test_counts_match_the_deduper_for_any_calls(
+        self, calls: list[tuple[str, list[Any]]]
+    ) -> None:
+        """Any sequence of once calls with one to four fields (each position checked: the
+        first two inline, the rest in a loop): suppressed counts equal each key's repeats."""
         obs.configure(format="json", sdk_disabled=True, stream="none", repeat_summary_seconds=0)
         try:
             log = obs.get_logger("fast")
-            for event, value in calls:
-                log.warning_once(event, v=value)
+            for event, values in calls:  # each twice: the second fills the table
+                for _ in range(2):
+                    log.warning_once(event, **{f"v{i}": v for i, v in enumerate(values)})
             rt = STATE.runtime
             assert rt is not None
             total = sum(rt.deduper.suppressed(k) for k in list(rt.deduper._entries))
-            assert len(calls) - len(rt.deduper) == total
+            assert 2 * len(calls) - len(rt.deduper) == total
+            keys = {(event, tuple((type(v), v) for v in values)) for event, values in calls}
+            assert len(keys) == len(rt.deduper)  # no repeat counted on an equal call's key
         finally:
             obs.testing.reset()
 

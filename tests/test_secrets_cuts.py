@@ -284,3 +284,36 @@ def test_a_long_bytes_once_value_is_not_shown_encoded(
     assert '"log_repeats_suppressed"' in written
     assert not _leaks(written)
     assert SECRET.encode()[:5].hex() not in written
+
+
+class _Text(str):
+    """A str subclass: the redactor walks it as it walks a long str."""
+
+    __slots__ = ()
+
+
+@given(
+    shape=st.sampled_from(CREDENTIALS),
+    offset=st.integers(1, 40),
+    how=st.sampled_from(["str", "str subclass", "beside a short one", "as the body"]),
+)
+@settings(max_examples=120)
+def test_a_long_value_cut_inside_a_credential(shape: str, offset: int, how: str) -> None:
+    """A field value longer than the cap (scrubbed by the walk that cuts it, not scanned
+    again): no part of a credential at the cut, at its start, or in a short value beside
+    it (which the rest of the event's scrub still reads) is written."""
+    credential = shape.format(s=SECRET)
+    text = credential + " " + _around(MAX_STR, credential, offset)
+    value = _Text(text) if how == "str subclass" else text
+
+    def call(log: Any) -> None:
+        if how == "beside a short one":
+            log.warning("evt", v=value, w=credential)
+        elif how == "as the body":
+            log.warning("evt", body=value)
+        else:
+            log.warning("evt", v=value)
+
+    written = _written(call)
+    assert not _leaks(written)
+    assert "[truncated" in written
