@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTEXT_OWNED, NO_EVENT, user_fields
+from obs._once_cache import HIT_DUE, _all_same, _same
 from obs._secrets import scrub_name
-from obs.dedup import HIT_DUE, _all_same, _same
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
 from obs.severity import ALERT_MARK, claim_alert

@@ -29,6 +29,7 @@ from obs._fields import CONTROL_SET, NO_EVENT, new_event_dict, plain_names
 from obs._format import format_body, plain_text
 from obs._fused import FusedLine
 from obs._last_resort import write_unprocessed
+from obs._once_cache import NOT_CACHED, OnceCache
 from obs._output import Output, build_output, colors_ok, console_line
 from obs._own_events import (
     LogRepeatsSuppressed,
@@ -42,7 +43,7 @@ from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
-from obs.dedup import NOT_CACHED, OVERFLOW, Dedup, Deduper, OnceCache, make_key, ranked_key
+from obs.dedup import OVERFLOW, Dedup, Deduper, make_key, ranked_key
 from obs.encode import FLAT, MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
 from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
@@ -397,8 +398,7 @@ class Runtime:
                 drain(local)
 
     def process(self, method: str, event_dict: EventDict) -> None:
-        """Run ``event_dict`` through the chain and write it; never raises or blocks on a
-        lock this thread holds (a re-entrant call is deferred)."""
+        """Run ``event_dict`` through the chain and write it; never raises or blocks."""
         local = LOCAL
         if local.busy:
             defer(self, event_dict, method)

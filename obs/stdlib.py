@@ -54,7 +54,8 @@ from obs._bridge import (
     remove_bridge,
 )
 from obs._config import STATE
-from obs.dedup import HIT_DUE, OVERFLOW, OnceCache
+from obs._once_cache import HIT_DUE, OnceCache
+from obs.dedup import OVERFLOW
 from obs.levels import METHOD_BY_LEVEL
 from obs.settings import DEFAULT_ADOPT_LOGGERS, read_variable
 

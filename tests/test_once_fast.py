@@ -1,4 +1,4 @@
-"""The ``*_once`` fast path (obs.dedup.OnceCache): same output and counts as the full path.
+"""The ``*_once`` fast path (obs._once_cache.OnceCache): same output and counts as the full path.
 
 Every test drives the real logger and the real stdlib drop-in through a configured runtime
 and reads the JSON lines written; the table is only an accelerator, so each expectation is
@@ -29,8 +29,8 @@ import obs
 import obs._runtime
 import obs.testing
 from obs._config import STATE
-from obs.dedup import _MAX_KEYS as MAX_EVENTS
-from obs.dedup import _PER_EVENT as PER_EVENT
+from obs._once_cache import _MAX_KEYS as MAX_EVENTS
+from obs._once_cache import _PER_EVENT as PER_EVENT
 from obs.dedup import key_text
 from obs.rank import RankResolver
 from obs.stdlib import init_logger
