@@ -473,7 +473,7 @@ class TestDelivery:
     ) -> None:
         """An exporter that raises never reaches the caller; it is reported once, and the
         WARNING+ records of the failed batches are spooled, then replayed."""
-        exporter = FailingExporter(3, raises=True)
+        exporter = FailingExporter(10**6, raises=True)  # until told: replays fail too
         sink, reports = make_sink(exporter, blrp_max_export_batch_size=1)
         for i in range(3):
             sink(None, "error", ev(f"e{i}"))
@@ -483,6 +483,7 @@ class TestDelivery:
         ]
         assert 1 == len(errors)
         assert "exporter exploded" in errors[0]["error_message"]
+        exporter.n = 0
         sink(None, "error", ev("after"))
         assert sink.force_flush(2.0)
         assert sorted(["after", "e0", "e1", "e2"]) == sorted(events_of(exporter))

@@ -312,7 +312,7 @@ class ExportWorker(WorkerCore):
         self._acct.ready = True
         try:
             with self._lock:
-                failures = self._acct.counters.failed_exports
+                before = self._acct.counters.totals()
             for _ in range(2):
                 self._acct.send(force=True)
                 if not self._wait_flushed(deadline):
@@ -320,8 +320,7 @@ class ExportWorker(WorkerCore):
                 with self._lock:
                     if not self._acct.counters.pending_drops:
                         break
-            with self._lock:
-                ok = failures == self._acct.counters.failed_exports
+            ok = self._flushed_ok(before)
             if self.mode == "provider" and self._transport is not None:
                 self._transport.close(max(deadline - time.monotonic(), 0.0))
         except Exception as exc:
@@ -329,6 +328,16 @@ class ExportWorker(WorkerCore):
             return False
         else:
             return ok
+
+    def _flushed_ok(self, before: tuple[int, int, int]) -> bool:
+        """Whether a flush that ended in time delivered everything: no export failed and
+        nothing was spooled meanwhile, or (an attempt begun before the flush failed during
+        it) its replay left nothing in the spool, and nothing was lost since it began."""
+        with self._lock:
+            spooled, lost, failures = self._acct.counters.totals()
+        if (spooled, failures) == (before[0], before[2]):
+            return True
+        return lost == before[1] and not self._spool.pending()
 
     def _wait_flushed(self, deadline: float) -> bool:
         """Wait until everything queued now is handled; False at the deadline."""
