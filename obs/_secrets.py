@@ -288,6 +288,52 @@ def _sub(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str]], st
     return "".join(parts)
 
 
+#: What a name in text is made of (the patterns' ``[\w.-]``), ASCII; other characters are
+#: tested by :data:`_NAME_CHAR` itself.
+_ASCII_NAME = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+_NAME_CHAR = lazy(r"(?i)[\w.-]")
+#: A run of name characters, and of others: no name starts inside either.
+_NAME_RUN = lazy(r"(?i)[\w.-]*+")
+_NOT_NAME = lazy(r"[^\w.-]*+")
+#: ``auth`` in any case: only ASCII letters match it case-insensitively.
+_AUTH_WORD = lazy(r"[Aa][Uu][Tt][Hh]")
+
+
+def _name_start(text: str, at: int) -> int:
+    """Where the run of name characters that ``text[at]`` ends or is in starts."""
+    while at > 0:
+        head = text[max(at - 64, 0) : at]
+        kept = head.rstrip(_ASCII_NAME)
+        at -= len(head) - len(kept)
+        if kept:
+            if kept[-1].isascii() or _NAME_CHAR.match(kept[-1]) is None:
+                break
+            at -= 1  # a name character past ASCII (``é``)
+    return at
+
+
+def _auth_pairs(text: str, repl: Callable[[re.Match[str]], str]) -> str:
+    """``_sub(_AUTH_PAIR, text, repl)``, the pattern tried only where a name that holds
+    ``auth`` starts (its only starts): not at every character (a text of line breaks
+    after a name cost 350 instructions a character)."""
+    parts: list[str] = []
+    done = pos = 0
+    while (word := _AUTH_WORD.search(text, pos)) is not None:
+        start = _name_start(text, word.start())
+        found = _AUTH_PAIR.match(text, start) if start >= pos else None
+        if found is None:  # no other name starts in this run: past it
+            pos = _NAME_RUN.match(text, word.end()).end()  # type: ignore[union-attr]
+            continue
+        _step()
+        parts.append(text[done:start])
+        parts.append(repl(found))
+        done = pos = found.end()
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
+
+
 def scrub_credentials(text: str) -> str:
     """``text`` with URL passwords and bearer/basic credentials replaced by ``[REDACTED]``.
 
@@ -425,7 +471,7 @@ def _scrub_pairs(text: str, keep: re.Pattern[str] | None) -> str:
     if "\n" in text and _BLOCK_HINT.search(text):  # a YAML block scalar: all its lines
         paired = _redact_blocks(text)
     if "auth" in paired.lower():
-        paired = _sub(_AUTH_PAIR, paired, _auth if keep is None else _auth_but(keep, paired))
+        paired = _auth_pairs(paired, _auth if keep is None else _auth_but(keep, paired))
     if "ookie" in paired or "OOKIE" in paired:
         paired = _sub(_COOKIE_HEADER, paired, _auth if keep is None else _auth_but(keep, paired))
     paired = _redact_pairs(paired, keep)
@@ -551,9 +597,12 @@ def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
     ``url=http://h/?token=x`` each hide a secret pair inside another pair's value). One
     pass: each search starts where the last one ended.
     """
+    if not ("=" in text or ":" in text or "," in text or "-" in text):
+        return text  # no separator, no option: no pair (``api_key%3Dx`` before decoding)
     parts: list[str] = []
     done = pos = 0
-    while (name := _PAIR_NAME.search(text, pos)) is not None:
+    skip = _NOT_NAME.match  # no name starts at a blank or a delimiter: skipped in C
+    while (name := _PAIR_NAME.search(text, skip(text, pos).end())) is not None:  # type: ignore[union-attr]
         _step()
         pos = name.end()
         found = name[1] or name[3]  # a pair's name, or an option's
