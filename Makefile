@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PIP) "$(TORCH_SPEC)" 2>&1 | grep -v "is ignored: it is neither" || true
 	@$(BIN)/python -c "import torch" || { echo "setup: torch failed to install"; exit 1; }
 	@$(PIP) -e ".[torch,flashinfer,dev]" 2>&1 | grep -v "is ignored: it is neither" || true
-	@$(BIN)/python -c "import obs, comm, structlog, orjson, grpc, pytest, flashinfer" \
+	@$(BIN)/python -c "import obs, comm, structlog, orjson, grpc, pytest, xdist, flashinfer" \
 		|| { echo "setup: the project failed to install"; exit 1; }
 	@touch $@
 
@@ -56,11 +56,14 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Branch coverage of obs and comm, subprocesses included, enforced (fail_under in pyproject).
+# Two pytest-xdist workers (each measured like any child), a test file per worker at a time:
+# a module's fixtures run once and its tests run in their order.
+PYTEST_WORKERS ?= 2
 pytest: setup
 	@rm -f .coverage .coverage.*
 	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml OBS_REQUIRE_VLLM=1 \
 		OBS_REQUIRE_LOGQL=$$(command -v npm >/dev/null 2>&1 && echo 1) \
-		$(BIN)/python -m coverage run -m pytest
+		$(BIN)/python -m coverage run -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 	@$(BIN)/python -m coverage combine -q
 	$(BIN)/python -m coverage report
 

@@ -6,7 +6,9 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +43,18 @@ settings.register_profile(
 )
 settings.register_profile("ci", settings.get_profile("obs"), derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "obs"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest process (each xdist worker too) and the children it starts get a
+    ``$TMPDIR`` of their own, removed at the end: the default spool and probe folders live
+    there, and two runs sharing them replay each other's records and prune each other's
+    runs. ``tmp_path`` stays where pytest keeps it."""
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    private = tempfile.mkdtemp(prefix="obs-tests-")
+    os.environ["TMPDIR"] = private
+    tempfile.tempdir = None  # gettempdir() cached the shared one
+    config.add_cleanup(lambda: shutil.rmtree(private, ignore_errors=True))
 
 
 @pytest.fixture
