@@ -57,7 +57,7 @@ typecheck: setup
 
 # Branch coverage of obs and comm, subprocesses included, enforced (fail_under in pyproject).
 # Two pytest-xdist workers (each measured like any child), a test file per worker at a time:
-# a module's fixtures run once and its tests run in their order.
+# a module's fixtures run once and its tests run in their order (PYTEST_WORKERS=0: in-process).
 PYTEST_WORKERS ?= 2
 pytest: setup
 	@rm -f .coverage .coverage.*
@@ -65,6 +65,7 @@ pytest: setup
 		OBS_REQUIRE_LOGQL=$$(command -v npm >/dev/null 2>&1 && echo 1) \
 		$(BIN)/python -m coverage run -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 	@$(BIN)/python -m coverage combine -q
+	@rm -f .coverage.*  # left by a child killed while saving its data (combine skipped it)
 	$(BIN)/python -m coverage report
 
 test: lint typecheck pytest
