@@ -1,0 +1,55 @@
+"""A replay whose progress the disk will not take (full, read-only, a name in the way):
+the records it delivered are not sent again, and the rest of the spool is not stranded.
+Real sink, real loopback collector (test_otel_answers), a real file system obstacle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+from test_otel_answers import Collector, _settings, _sink, collector  # noqa: F401
+from test_otel_rejections import _spool_line
+
+from obs._spool import Spool
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_replay_progress_the_disk_refuses_is_kept_in_memory(
+    collector: Collector,  # noqa: F811 - the fixture
+    tmp_path: Path,
+    protocol: str,
+) -> None:
+    """The replay cannot record its offset (a directory stands where its temporary file
+    goes, as a full or read-only disk refuses it): every spooled record reaches the
+    collector once, the spool is emptied and the failure reported (``otel_spool``). The
+    replay raised after its first batch and started over from the recorded offset: that
+    batch was sent again every few seconds, and the records behind it never."""
+    directory = tmp_path / "spool"
+    directory.mkdir(mode=0o700)
+    tag = f"p{os.getpid()}{id(tmp_path)}"
+    names = [f"{tag}-{i}" for i in range(12)]
+    path = directory / "spool.jsonl"
+    path.write_bytes(b"".join(_spool_line(name) for name in names))
+    os.chmod(path, 0o600)
+    (directory / f"spool.replay.offset.{os.getpid()}.tmp").mkdir()
+    settings = dataclasses.replace(
+        _settings(directory, collector.endpoint(protocol), protocol),
+        blrp_max_export_batch_size=4,
+    )
+    sink, reports = _sink(settings)
+    try:
+        flushed = sink.force_flush(20.0)
+    finally:
+        sink.shutdown(2.0)
+    got = [name for name in collector.events() if name.startswith(tag)]
+    assert (True, names) == (flushed, got)
+    assert not Spool(str(directory), 1 << 20).pending()
+    assert any(
+        name == "obs_internal_error" and fields.get("where") == "otel_spool"
+        for name, _, fields in reports.calls
+    ), reports.calls
