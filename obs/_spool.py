@@ -393,10 +393,7 @@ class Spool:
                 if name == _REPLAY:
                     f.seek(self._read_offset())
                 for raw in f:
-                    try:
-                        doc = json.loads(raw) if raw.endswith(b"\n") else None
-                    except ValueError:
-                        continue
+                    doc = _parse(raw) if raw.endswith(b"\n") else None
                     if isinstance(doc, dict) and other_version(doc) is None:
                         yield doc
 
@@ -428,8 +425,8 @@ class Spool:
             if f is None:
                 return {}
             with f:
-                table = json.loads(f.read())
-        except (OSError, ValueError):
+                table = _parse(f.read())
+        except OSError:
             return {}
         if not isinstance(table, dict):
             return {}
@@ -628,6 +625,16 @@ class Spool:
         result.versions.update(v for _, _, v in others)
 
 
+def _parse(raw: bytes) -> object:
+    """The JSON value of spool bytes, None when they hold none: not JSON, or nested past
+    the recursion limit (RecursionError, not ValueError: a replay that raised at such a
+    line raised at it again every time, and stranded the spool behind it)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 def other_version(doc: dict[str, Any]) -> str | None:
     """The ``"v"`` of a spool line another format version wrote, as text (bounded); None
     for this version's lines (``"v": 1``, or no ``"v"``)."""
@@ -653,10 +660,8 @@ def _read_batch(
     end = offset
     for raw in f:
         end += len(raw)
-        try:  # a torn last line (a writer died mid-write) fails to parse
-            doc = json.loads(raw) if raw.endswith(b"\n") else None
-        except ValueError:
-            doc = None
+        # a torn last line (a writer died mid-write) is not a record either
+        doc = _parse(raw) if raw.endswith(b"\n") else None
         if not isinstance(doc, dict):
             result.corrupt += 1
         elif (version := other_version(doc)) is not None:
