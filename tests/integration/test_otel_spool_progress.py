@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def test_replay_progress_the_disk_refuses_is_kept_in_memory(
     batch was sent again every few seconds, and the records behind it never."""
     directory = tmp_path / "spool"
     directory.mkdir(mode=0o700)
-    tag = f"p{os.getpid()}{id(tmp_path)}"
+    tag = f"p{time.monotonic_ns()}"
     names = [f"{tag}-{i}" for i in range(12)]
     path = directory / "spool.jsonl"
     path.write_bytes(b"".join(_spool_line(name) for name in names))
