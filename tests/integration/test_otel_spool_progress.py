@@ -54,3 +54,31 @@ def test_replay_progress_the_disk_refuses_is_kept_in_memory(
         name == "obs_internal_error" and fields.get("where") == "otel_spool"
         for name, _, fields in reports.calls
     ), reports.calls
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_a_replay_that_cannot_run_makes_flush_false(
+    collector: Collector,  # noqa: F811 - the fixture
+    tmp_path: Path,
+    protocol: str,
+) -> None:
+    """The spool holds records and no replay can run (``replay.lock`` is a directory:
+    every replay raises opening it): ``force_flush`` says False, not that everything was
+    delivered, and the failure is reported (``otel_replay``). It said True: a flush
+    whose replay raised counted as one that had nothing left to deliver."""
+    directory = tmp_path / "spool"
+    directory.mkdir(mode=0o700)
+    path = directory / "spool.jsonl"
+    path.write_bytes(_spool_line(f"q{time.monotonic_ns()}"))
+    os.chmod(path, 0o600)
+    (directory / "replay.lock").mkdir()
+    sink, reports = _sink(_settings(directory, collector.endpoint(protocol), protocol))
+    try:
+        flushed = sink.force_flush(5.0)
+    finally:
+        sink.shutdown(2.0)
+    assert (False, True) == (flushed, Spool(str(directory), 1 << 20).pending())
+    assert any(
+        name == "obs_internal_error" and fields.get("where") == "otel_replay"
+        for name, _, fields in reports.calls
+    ), reports.calls
