@@ -9,8 +9,11 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_otel_answers import Collector, _settings, _sink, collector  # noqa: F401
 from test_otel_rejections import _spool_line
 
@@ -82,3 +85,45 @@ def test_a_replay_that_cannot_run_makes_flush_false(
         name == "obs_internal_error" and fields.get("where") == "otel_replay"
         for name, _, fields in reports.calls
     ), reports.calls
+
+
+@settings(max_examples=4, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    error=st.sampled_from(
+        [OSError(30, "Read-only file system"), PermissionError(13, "denied"), RuntimeError("x")]
+    ),
+    protocol=st.sampled_from(["http/protobuf", "grpc"]),
+)
+def test_any_replay_failure_makes_flush_false_until_it_passes(
+    collector: Collector,  # noqa: F811 - the fixture
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    protocol: str,
+) -> None:
+    """Whatever a replay raises, a flush says False while the spool holds records, and
+    the next flush once the obstacle is gone delivers them and says True."""
+    directory = tmp_path_factory.mktemp("replay_fails") / "spool"
+    directory.mkdir(mode=0o700)
+    name = f"f{time.monotonic_ns()}"
+    path = directory / "spool.jsonl"
+    path.write_bytes(_spool_line(name))
+    os.chmod(path, 0o600)
+    real = Spool.replay
+
+    def failing(self: Spool, *args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(Spool, "replay", failing)
+    sink, _ = _sink(_settings(directory, collector.endpoint(protocol), protocol))
+    try:
+        blocked = sink.force_flush(5.0)
+        monkeypatch.setattr(Spool, "replay", real)
+        delivered = False
+        end = time.monotonic() + 30.0
+        while not delivered and time.monotonic() < end:
+            delivered = sink.force_flush(5.0) and name in collector.events()
+    finally:
+        monkeypatch.setattr(Spool, "replay", real)
+        sink.shutdown(2.0)
+    assert (False, True) == (blocked, delivered)
