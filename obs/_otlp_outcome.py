@@ -70,12 +70,54 @@ def _text(raw: object) -> str:
 
 
 class _Box:
-    """The last answer a probe saw (one export at a time: the export thread's)."""
+    """The last answer a probe saw (one export at a time: the export thread's), and when
+    that export's budget ends (``time.monotonic()``; set for each export)."""
 
-    __slots__ = ("answer",)
+    __slots__ = ("answer", "deadline")
 
     def __init__(self) -> None:
         self.answer: Outcome | None = None
+        self.deadline = math.inf
+
+    def left(self) -> float:
+        """Seconds left to the export in progress (inf: no budget set)."""
+        return self.deadline - time.monotonic()
+
+
+class _Budget(threading.Event):
+    """An SDK exporter's shutdown event, whose waits (its retry loop's backoffs) end with
+    the export's budget on the monotonic clock, as if shut down. The SDK keeps its retry
+    deadline on ``time.time()``: a wall clock stepped back (an NTP step, a VM resumed)
+    left it hours, and the export thread slept backoffs and ``Retry-After`` for that
+    long, delivering and spooling nothing meanwhile."""
+
+    def __init__(self, box: _Box, flag: object) -> None:
+        super().__init__()
+        self._box = box
+        if isinstance(flag, threading.Event) and flag.is_set():
+            self.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        left = self._box.left()
+        if left == math.inf or (timeout is not None and timeout <= left):
+            return super().wait(timeout)
+        super().wait(max(left, 0.0))
+        return True  # the budget is spent: give the retry up
+
+
+def _bound_waits(owner: object, name: str, box: _Box) -> None:
+    """Put a :class:`_Budget` in place of ``owner``'s shutdown event ``name``, if it has one."""
+    flag = getattr(owner, name, None)
+    if isinstance(flag, threading.Event):
+        setattr(owner, name, _Budget(box, flag))
+
+
+def _within(timeout: object, box: _Box) -> object:
+    """A request's ``timeout`` cut to what is left of the export's budget (see _Budget)."""
+    left = box.left()
+    if isinstance(timeout, (int, float)) and left < timeout:
+        return max(left, 0.001)
+    return timeout
 
 
 # --- HTTP -----------------------------------------------------------------------------------
@@ -118,6 +160,8 @@ class _HTTPProbe:
         started while one is stuck, for ``_STUCK_LIMIT`` seconds at most: then its
         connection is closed under it (``abort``), so that one connection trickling for
         ever (a stuck proxy) does not stop every later request."""
+        if "timeout" in kwargs:
+            kwargs["timeout"] = _within(kwargs["timeout"], self._box)
         timeout = kwargs.get("timeout")
         if self._spawn is None or not isinstance(timeout, (int, float)):
             return self._inner.request(*args, **kwargs)
@@ -299,6 +343,7 @@ def install_http_probe(
         return None
     box = _Box()
     client._transport = _HTTPProbe(inner, box, spawn, abort)  # type: ignore[union-attr]
+    _bound_waits(client, "_shutdown_event", box)
     return box
 
 
@@ -339,6 +384,8 @@ def install_grpc_probe(exporter: Any) -> _Box | None:  # noqa: C901 - one guard 
             return getattr(self._inner, name)
 
         def Export(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - the gRPC stub's
+            if "timeout" in kwargs:
+                kwargs["timeout"] = _within(kwargs["timeout"], box)
             try:
                 response = self._inner.Export(*args, **kwargs)
             except grpc.RpcError as error:
@@ -357,6 +404,7 @@ def install_grpc_probe(exporter: Any) -> _Box | None:  # noqa: C901 - one guard 
 
     exporter._initialize_channel_and_stub = reinit
     exporter._client = Stub(exporter._client)
+    _bound_waits(exporter, "_shutdown_in_progress", box)
     return box
 
 

@@ -17,14 +17,14 @@ Layout of the spool directory (created 0700; files 0600, opened with ``O_NOFOLLO
     per kind, the counts of a kind merged (``keep_lost``): the count of what a full spool
     refused is persisted, never itself lost; a replay exports them first.
 ``spool.replay.jsonl`` and ``spool.replay.offset``
-    A replayer, holding ``replay.lock`` (exclusive, non-blocking: a second process simply
-    skips), renames ``spool.jsonl`` to ``spool.replay.jsonl`` (atomic; new writers start a
-    fresh ``spool.jsonl``), takes the renamed file's lock once so in-flight writers finish,
-    then exports it batch by batch, recording the byte offset reached after each exported
-    batch (write + ``os.replace``). A replay that fails or dies resumes at that offset;
-    at the end both files are removed. So a record is replayed at most once, except a
-    batch exported just before a crash that could not record its offset; every record
-    carries a unique ``log.record.uid`` so even that window can be deduplicated downstream.
+    A replayer, holding ``replay.lock`` (exclusive, non-blocking: a second process skips),
+    renames ``spool.jsonl`` to ``spool.replay.jsonl`` (atomic; writers start a fresh one),
+    takes the renamed file's lock once so in-flight writers finish, then exports it batch
+    by batch, recording the offset reached after each (write + ``os.replace``; in memory
+    too, where the disk refuses it). A replay that fails or dies resumes there; at the
+    end both files are removed. So a record is replayed at most once, except a batch
+    exported just before a crash (or a disk refusing the offset) that could not record it;
+    every record carries a unique ``log.record.uid`` so that window can be deduplicated.
 
 Safety against other local users (the default directory lives in the shared ``$TMPDIR``):
 the directory is opened once with ``O_DIRECTORY|O_NOFOLLOW`` and every file is reached
@@ -121,6 +121,7 @@ class ReplayResult:
     refused: int = 0  # files set aside: not ours, or readable by others
     kept: int = 0  # lines of another format version, moved to spool.other.jsonl
     versions: set[str] = dataclasses.field(default_factory=set)  # their "v", as text
+    error: OSError | None = None  # the disk refused the replay's progress (kept in memory)
 
 
 def open_spool_dir(directory: str) -> int:
@@ -172,7 +173,7 @@ def service_dir(root: str, service: str) -> str:
 class Spool:
     """Append-only JSON-lines spool with a crash-safe, single-replayer protocol."""
 
-    __slots__ = ("_dir_fd", "_dir_id", "_safe_parent", "directory", "max_bytes")
+    __slots__ = ("_dir_fd", "_dir_id", "_progress", "_safe_parent", "directory", "max_bytes")
 
     def __init__(self, directory: str, max_bytes: int, *, safe_parent: bool = False) -> None:
         self.directory = directory
@@ -180,6 +181,8 @@ class Spool:
         self._safe_parent = safe_parent  # the parent gets the same checks (shared $TMPDIR)
         self._dir_fd: int | None = None
         self._dir_id: tuple[int, int] = (0, 0)
+        #: How far this process replayed which replay file (identity, offset): see _advance.
+        self._progress: tuple[tuple[int, ...], int] = ((), 0)
 
     def _dir(self) -> int:
         """The directory's fd, opened once and reopened (re-checked) only when the path no
@@ -378,9 +381,32 @@ class Spool:
             os.close(fd)
         os.replace(tmp, _OFFSET, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
+    def _resume(self, fd: int, offset: int) -> tuple[tuple[int, ...], int]:
+        """The replay file's identity, and ``offset`` (from disk) or, where that starts no line
+        (damaged: it raised, or skipped records), 0: sent twice, never lost; or our progress."""
+        st = os.fstat(fd)  # a replay file is not written once claimed
+        file, size = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), st.st_size
+        starts = 0 < offset < size and os.pread(fd, 1, offset - 1) == b"\n"
+        if not (starts or offset in (0, size)):
+            offset = 0
+        if self._progress[0] == file:
+            offset = max(offset, self._progress[1])
+        return file, offset
+
+    def _advance(self, file: tuple[int, ...], offset: int, result: ReplayResult) -> None:
+        """Record ``file`` replayed up to ``offset``: on disk, and in memory where the disk
+        refuses it (full, read-only): the replay raised, resending its first batch for ever."""
+        self._progress = (file, offset)
+        try:
+            self._write_offset(offset)
+        except OSError as exc:
+            result.error = exc
+
     def _unlink(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self._dir())
+        if name == _REPLAY:  # its inode may be reused: the progress kept is no one's
+            self._progress = ((), 0)
 
     def scan(self) -> Iterator[dict[str, Any]]:
         """The records waiting for replay, oldest first (read-only, without the replay lock:
@@ -393,10 +419,7 @@ class Spool:
                 if name == _REPLAY:
                     f.seek(self._read_offset())
                 for raw in f:
-                    try:
-                        doc = json.loads(raw) if raw.endswith(b"\n") else None
-                    except ValueError:
-                        continue
+                    doc = _parse(raw) if raw.endswith(b"\n") else None
                     if isinstance(doc, dict) and other_version(doc) is None:
                         yield doc
 
@@ -428,8 +451,8 @@ class Spool:
             if f is None:
                 return {}
             with f:
-                table = json.loads(f.read())
-        except (OSError, ValueError):
+                table = _parse(f.read())
+        except OSError:
             return {}
         if not isinstance(table, dict):
             return {}
@@ -569,6 +592,7 @@ class Spool:
         if f is None:
             return True
         with f:
+            file, offset = self._resume(f.fileno(), offset)
             f.seek(offset)
             while True:
                 if should_stop():
@@ -578,7 +602,7 @@ class Spool:
                 if not batch:
                     if end != offset:
                         self._keep(others, result)
-                        self._write_offset(end)
+                        self._advance(file, end, result)
                     break
                 answer = export(batch)
                 done = len(batch) if answer is True else min(max(int(answer), 0), len(batch))
@@ -588,14 +612,14 @@ class Spool:
                         offset, result.corrupt = marks[done - 1]
                         result.replayed += done
                         self._keep([o for o in others if o[0] < done], result)
-                        self._write_offset(offset)
+                        self._advance(file, offset, result)
                     else:
                         result.corrupt = corrupt
                     return False
                 result.replayed += len(batch)
                 offset = end
                 self._keep(others, result)
-                self._write_offset(offset)
+                self._advance(file, offset, result)
         self._unlink(_REPLAY)
         self._unlink(_OFFSET)
         return True
@@ -628,6 +652,15 @@ class Spool:
         result.versions.update(v for _, _, v in others)
 
 
+def _parse(raw: bytes) -> object:
+    """The JSON value of spool bytes; None when not JSON or nested past the recursion
+    limit (RecursionError: a replay raised at such a line for ever, stranding the spool)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 def other_version(doc: dict[str, Any]) -> str | None:
     """The ``"v"`` of a spool line another format version wrote, as text (bounded); None
     for this version's lines (``"v": 1``, or no ``"v"``)."""
@@ -653,10 +686,8 @@ def _read_batch(
     end = offset
     for raw in f:
         end += len(raw)
-        try:  # a torn last line (a writer died mid-write) fails to parse
-            doc = json.loads(raw) if raw.endswith(b"\n") else None
-        except ValueError:
-            doc = None
+        # a torn last line (a writer died mid-write) is not a record either
+        doc = _parse(raw) if raw.endswith(b"\n") else None
         if not isinstance(doc, dict):
             result.corrupt += 1
         elif (version := other_version(doc)) is not None:

@@ -209,6 +209,8 @@ class Accounting:
         counters.replayed += result.replayed
         if result.corrupt:
             counters.corrupt(result.corrupt)
+        if result.error is not None:  # replayed on: its progress is kept in memory
+            self.note("otel_spool", result.error)
         if result.refused:
             self.notes.append(
                 (

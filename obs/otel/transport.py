@@ -10,6 +10,7 @@ import contextvars
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
@@ -44,6 +45,9 @@ __all__ = [
     "in_export_thread",
     "quietly",
 ]
+
+#: How far past its timeout an export's retry loop may run (its own deadline governs).
+_GRACE = 0.25
 
 #: gRPC's default reconnect backoff (1 s, growing to 120 s) would keep a channel failing
 #: fast long after the collector is back; ours retries its own way (see _MAX_BACKOFF).
@@ -210,8 +214,9 @@ class ExporterTransport:
         if self._set_timeout is not None:
             self._set_timeout(max(timeout, 0.01))
         box = self._box
-        if box is not None:
+        if box is not None:  # the SDK's retry loop ends with this budget, whatever time.time()
             box.answer = None
+            box.deadline = time.monotonic() + max(timeout, 0.01) + _GRACE
         ok: bool | None = None
         why = ""  # the client's error when no answer came
         try:

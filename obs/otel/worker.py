@@ -268,8 +268,10 @@ class ExportWorker(WorkerCore):
             self._replay_busy = False
             if result is not None:
                 self._replayed_locked(result)
-            elif not self.closing:
-                self._replay_retry_at = time.monotonic() + MAX_BACKOFF
+            else:  # a failed attempt: a flush or shutdown now says the spool is undelivered
+                self._acct.counters.failed_exports += 1
+                if not self.closing:
+                    self._replay_retry_at = time.monotonic() + MAX_BACKOFF
             self._cond.notify_all()
 
     def _replay_batch(self, docs: list[dict[str, Any]], timeout: float) -> int:
