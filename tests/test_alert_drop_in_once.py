@@ -6,6 +6,7 @@ holding the rank."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -55,25 +56,32 @@ def _vllm_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     obs.testing.reset()
 
 
-def _on_rank_3(call: Callable[[], None], level: str = "INFO") -> list[dict[str, Any]]:
-    """The JSON lines ``call()`` writes to OBS_FILE on rank 3 (local rank 3) of 8."""
-    saved = {k: os.environ.get(k) for k in RANKS}
-    with tempfile.TemporaryDirectory() as tmp:
+@contextlib.contextmanager
+def _json_file(env: dict[str, str], level: str = "INFO") -> Iterator[Callable[[], list[Any]]]:
+    """obs writing JSON lines to a file with ``env`` set (both undone after); yields what
+    reads the lines written so far."""
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         path = os.path.join(tmp, "f.jsonl")
-        os.environ.update(RANKS)
-        try:
-            obs.configure(format="json", sdk_disabled=True, file=path, stream="none", level=level)
-            call()
+        for name, value in env.items():
+            mp.setenv(name, value)
+
+        def read() -> list[Any]:
             obs.flush(5)
             with open(path, encoding="utf-8") as fh:
                 return [json.loads(x) for x in fh.read().splitlines()]
+
+        try:
+            obs.configure(format="json", sdk_disabled=True, file=path, stream="none", level=level)
+            yield read
         finally:
             obs.testing.reset()
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+
+
+def _on_rank_3(call: Callable[[], None], level: str = "INFO") -> list[dict[str, Any]]:
+    """The JSON lines ``call()`` writes to OBS_FILE on rank 3 (local rank 3) of 8."""
+    with _json_file(RANKS, level) as read:
+        call()
+        return read()
 
 
 @given(
@@ -121,26 +129,12 @@ def test_each_rank_of_a_forked_child_writes_its_own() -> None:
     """Ranks are in the drop-in alert's key: the same call on rank 3 after rank 0 made it
     (a forked child that took another rank) is written again, not counted as a repeat."""
     ranks = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"}
-    saved = {k: os.environ.get(k) for k in ranks}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        os.environ.update(ranks)
-        try:
-            obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-            lib = obs.stdlib.init_logger("vllm.alert_once.ranks")
-            lib.error_once("workspace_terminal_failure")
-            os.environ.update(RANKS)
-            assert STATE.runtime is not None
-            STATE.runtime.resolver.refresh()
-            lib.error_once("workspace_terminal_failure")
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                lines = [json.loads(x) for x in fh.read().splitlines()]
-        finally:
-            obs.testing.reset()
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with _json_file(ranks) as read:
+        lib = obs.stdlib.init_logger("vllm.alert_once.ranks")
+        lib.error_once("workspace_terminal_failure")
+        os.environ.update(RANKS)  # the same names: restored with the others
+        assert STATE.runtime is not None
+        STATE.runtime.resolver.refresh()
+        lib.error_once("workspace_terminal_failure")
+        lines = read()
     assert [0, 3] == [x["rank"] for x in lines if x["event"] == "workspace_terminal_failure"]
