@@ -50,6 +50,7 @@ from operator import length_hint
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from obs._exc_tree import Tree, is_group, members, notes
 from obs._fields import CONTROL_SET, user_name
 from obs._labels import loki_safe
 from obs._repr import BOUNDED as _REPR
@@ -474,13 +475,15 @@ _CAUSE = "\nThe above exception was the direct cause of the following exception:
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
 
-def _format_chain(exc: BaseException) -> str:
-    """The traceback text of ``exc`` and at most :data:`MAX_CHAIN` - 1 causes before it."""
+def _format_chain(exc: BaseException, tree: Tree | None = None) -> str:
+    """The traceback text of ``exc`` and at most :data:`MAX_CHAIN` - 1 causes before it
+    (fewer when ``tree``, the trace's whole group of exceptions, has shown its share)."""
+    tree = Tree() if tree is None else tree
     chain: list[tuple[BaseException, str]] = []
     seen: set[int] = set()
     cur: BaseException | None = exc
     link = ""
-    while cur is not None and id(cur) not in seen and len(chain) < MAX_CHAIN:
+    while cur is not None and id(cur) not in seen and len(chain) < MAX_CHAIN and tree.take():
         seen.add(id(cur))
         chain.append((cur, link))
         if cur.__cause__ is not None:
@@ -493,19 +496,20 @@ def _format_chain(exc: BaseException) -> str:
     if cur is not None and id(cur) not in seen:
         parts.append(f"[{_chain_rest(cur)} earlier exceptions in the chain not shown]\n")
     for item, link in reversed(chain):
-        parts.append(_format_one(item))
+        parts.append(_format_one(item, tree))
         if link:
             parts.append(link)
     return "".join(parts)
 
 
-def _format_one(exc: BaseException) -> str:
-    """One exception's traceback text, without walking its cause chain (the stdlib's
-    ``TracebackException`` walks all of it, whatever ``chain`` says)."""
+def _format_one(exc: BaseException, tree: Tree) -> str:
+    """One exception's traceback text, notes and a group's members, without walking its
+    cause chain (the stdlib's ``TracebackException`` walks all of it, unbounded)."""
     out = []
+    group = is_group(exc)
     if exc.__traceback__ is not None:
         frames = traceback.extract_tb(exc.__traceback__, limit=-50)  # the innermost 50
-        out.append("Traceback (most recent call last):\n")
+        out.append(f"{'Exception Group ' if group else ''}Traceback (most recent call last):\n")
         out.extend(_scrub_cut(line, 4096, scrub_text) for line in traceback.format_list(frames))
     cls = type(exc)
     name = (
@@ -518,7 +522,8 @@ def _format_one(exc: BaseException) -> str:
     except BaseException:
         text = f"<exception str() failed: {safe_repr(exc, 200)}>"
     out.append(f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
-    return "".join(out)
+    out.append(notes(exc, lambda note: _safe_str(note, 4096, scrub_text)))
+    return "".join(out) + (members(exc, _format_chain, tree) if group else "")
 
 
 def _chain_rest(exc: BaseException) -> str:

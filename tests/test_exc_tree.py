@@ -1,0 +1,198 @@
+"""An exception's notes and an exception group's members in ``exception.stacktrace``.
+
+The stdlib's traceback shows both (``add_note`` context, a ``TaskGroup``'s failures); a
+stack trace without them hides what failed. Shown scrubbed, and bounded whatever the tree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import obs
+from obs.encode import MAX_STACK, format_exception
+
+if sys.version_info < (3, 11):  # pragma: no cover - notes and groups are 3.11's
+    pytest.skip("exception notes and groups are Python 3.11's", allow_module_level=True)
+from builtins import ExceptionGroup
+
+
+def _trace(exc: BaseException) -> str:
+    fields = format_exception(exc)
+    assert fields is not None
+    return fields["exception.stacktrace"]
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def _raised(exc: BaseException) -> BaseException:
+    try:
+        _raise(exc)
+    except BaseException as caught:
+        return caught
+    raise AssertionError("not raised")
+
+
+def test_notes_are_shown_after_the_exception_line() -> None:
+    exc = ValueError("allreduce workspace failed")
+    exc.add_note("rank 3: NVLink down")
+    exc.add_note("tried mnnvl then trtllm")
+    trace = _trace(_raised(exc))
+    assert "ValueError: allreduce workspace failed\nrank 3: NVLink down\n" in trace
+    assert trace.endswith("tried mnnvl then trtllm\n")
+
+
+def test_a_groups_members_are_shown_with_their_tracebacks() -> None:
+    def fail(exc: BaseException) -> BaseException:
+        return _raised(exc)
+
+    group = _raised(ExceptionGroup("two ranks", [fail(ValueError("a")), fail(TypeError("b"))]))
+    trace = _trace(group)
+    assert "ExceptionGroup: two ranks (2 sub-exceptions)" in trace
+    assert "| ValueError: a\n" in trace
+    assert "| TypeError: b\n" in trace
+    assert "in _raise" in trace.split("ValueError: a")[0].split("two ranks")[1]
+
+
+def test_nested_groups_causes_and_notes_inside_members() -> None:
+    inner = ValueError("inner cause")
+    member = RuntimeError("member")
+    member.__cause__ = inner
+    member.add_note("member's note")
+    group = ExceptionGroup("outer", [ExceptionGroup("nested", [member]), KeyError("k")])
+    trace = _trace(group)
+    for text in ("outer (2 sub-exceptions)", "nested (1 sub-exception)", "inner cause"):
+        assert text in trace
+    assert "RuntimeError: member\n" in trace
+    assert "member's note" in trace
+    assert "direct cause" in trace
+    assert "| KeyError: " in trace
+
+
+def test_secrets_in_notes_and_members_are_scrubbed() -> None:
+    exc = ValueError("x")
+    exc.add_note("retry with password=hunter2")
+    member = ConnectionError("https://u:s3cr3tpw@collector:4318 refused")
+    member.add_note("Authorization: Bearer abcdefgh12345678")
+    trace = _trace(ExceptionGroup("g", [exc, member]))
+    for secret in ("hunter2", "s3cr3tpw", "abcdefgh12345678"):
+        assert secret not in trace
+    assert "password=" in trace
+    assert "refused" in trace
+
+
+class _BadNotes(Exception):
+    @property
+    def __notes__(self) -> Any:  # type: ignore[override]
+        raise RuntimeError("notes are broken")
+
+
+class _BadMembers(ExceptionGroup):  # type: ignore[type-arg]
+    @property
+    def exceptions(self) -> Any:  # type: ignore[override]
+        raise RuntimeError("members are broken")
+
+
+def test_hostile_notes_and_members_never_raise() -> None:
+    odd = ValueError("odd notes")
+    odd.__notes__ = 5  # type: ignore[attr-defined]
+    many = ValueError("non-str notes")
+    many.__notes__ = [object(), b"bytes", None, "kept"]  # type: ignore[attr-defined]
+    assert "odd notes" in _trace(odd)
+    assert "kept" in _trace(many)
+    assert "notes are broken" not in _trace(_BadNotes("bad"))
+    assert "_BadNotes: bad" in _trace(_BadNotes("bad"))
+    trace = _trace(_BadMembers("bad group", [ValueError("m")]))
+    assert "bad group" in trace
+
+
+def test_a_huge_tree_is_bounded() -> None:
+    wide = ExceptionGroup("wide", [ValueError(f"m{i}") for i in range(10_000)])
+    deep: BaseException = ValueError("leaf")
+    for i in range(2_000):
+        deep = ExceptionGroup(f"level {i}", [deep, deep])
+    many_notes = ValueError("noted")
+    for i in range(10_000):
+        many_notes.add_note(f"note {i} " + "x" * 1000)
+    for exc, more in (
+        (wide, "and 9985 more exceptions"),
+        (deep, "max depth"),
+        (many_notes, "more notes"),
+    ):
+        trace = _trace(exc)
+        assert len(trace) <= MAX_STACK + 100
+        assert more in trace
+
+
+# A tree of exceptions: leaves with a message and notes, groups of trees.
+_leaf = st.builds(
+    lambda cls, msg, notes: (cls, msg, notes),
+    st.sampled_from([ValueError, TypeError, RuntimeError, OSError]),
+    st.text("abcdefgh ", min_size=1, max_size=12),
+    st.lists(st.text("ijklmnop ", min_size=1, max_size=12), max_size=3),
+)
+_tree = st.recursive(_leaf, lambda kids: st.lists(kids, min_size=1, max_size=4), max_leaves=12)
+
+
+def _build(spec: Any) -> BaseException:
+    if isinstance(spec, list):
+        return ExceptionGroup("group", [_build(s) for s in spec])
+    cls, msg, notes = spec
+    exc = cls(msg)
+    for note in notes:
+        exc.add_note(note)
+    return exc
+
+
+@settings(max_examples=60)
+@given(_tree)
+def test_every_line_the_stdlib_shows_for_a_small_tree_is_shown(spec: Any) -> None:
+    """Within the bounds, each exception line and note the stdlib prints is there, in order."""
+    exc = _raised(_build(spec))
+    ours = _trace(exc)
+    theirs = traceback.format_exception(exc)
+    wanted = [
+        line.strip(" |+-\n")
+        for chunk in theirs
+        for line in chunk.splitlines()
+        if not line.strip(" |+-").startswith(("File ", "Traceback", "Exception Group Traceback"))
+        and line.strip(" |+-")
+        and "raise exc" not in line
+        and "_raise(exc)" not in line
+        and not line.strip(" |+-").isdigit()
+    ]
+    position = 0
+    for line in wanted:
+        found = ours.find(line, position)
+        assert found >= 0, (line, ours)
+        position = found + len(line)
+
+
+def test_the_json_line_and_stdlib_records_carry_the_members(tmp_path: Path) -> None:
+    """Through the real chain: log.error(exc_info=...) and logging.exception in a group."""
+    path = tmp_path / "f.jsonl"
+    obs.configure(file=str(path), format="json")
+    members = [ValueError("rank 1 nccl"), OSError("rank 2 io")]
+    group = _raised(ExceptionGroup("ranks failed", members))
+    obs.get_logger("t").error("workspace_terminal_failure", exc_info=group)
+    try:
+        raise group
+    except ExceptionGroup:
+        logging.getLogger("vllm.test").exception("engine died")
+    obs.flush()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    traces = [line["exception.stacktrace"] for line in lines if "exception.stacktrace" in line]
+    assert len(traces) == 2
+    for trace in traces:
+        assert "ValueError: rank 1 nccl" in trace
+        assert "OSError: rank 2 io" in trace
