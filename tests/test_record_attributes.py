@@ -106,6 +106,11 @@ def test_every_attribute_is_to_otel_value_of_its_field(fields: dict[str, Any], r
         assert same(attrs[key], to_otel_value(value)), key
 
 
+#: Texts a few of which are over Loki's bytes, in all (by the cheap count or in fact).
+BIG = st.one_of(
+    st.integers(MAX_STR // 2, MAX_STR).map(lambda n: "a" * n),
+    st.integers(MAX_STR // 4, MAX_STR // 2).map(lambda n: "é" * n),
+)
 LEVELS = st.one_of(st.sampled_from([5, 10, 20, 25, 30, 40, 50]), st.integers(-5, 70))
 WHERE = st.one_of(
     st.none(), st.tuples(st.text(max_size=20), st.integers(0, 2**31), st.text(max_size=10))
@@ -142,7 +147,10 @@ def _shape(record: Any) -> tuple[Any, ...]:
     level=LEVELS,
     event=st.one_of(st.sampled_from(["ev", "workspace_attempt"]), st.text(max_size=12)),
     name=st.one_of(st.sampled_from(["app", "日本"]), st.text(max_size=8), st.integers()),
-    kw=st.dictionaries(NAMES, VALUES, max_size=6),
+    kw=st.one_of(
+        st.dictionaries(NAMES, VALUES, max_size=6),
+        st.dictionaries(st.sampled_from("abcdef"), BIG, min_size=3, max_size=6),  # folded
+    ),
     info=INFOS,
     where=WHERE,
     repeat=st.integers(1, 3),
@@ -152,13 +160,16 @@ def test_the_fused_parts_build_the_record_of_their_event_dict(  # noqa: PLR0917
 ) -> None:
     """What the fused path hands over (its parts, no dict) becomes the record that the
     chain's event dict of them (``event_dict_of``) becomes, however warm the builder's
-    tables are: the same fields, attributes in order, severity, body, times."""
+    tables are: the same fields, attributes in order, severity, body, times, folded or not
+    (counted alike)."""
     builder = RecordBuilder(Settings(service_name="svc"), RankResolver())
     resource = builder.resource()
     parts = (level, event, name, kw, info, where, "2026-01-01T00:00:00.000000Z")
     for _ in range(repeat):
+        folded = builder.folded
         ours = builder.build((7, Context(), parts), level_class(level), resource)
+        folded, ours_folded = builder.folded, builder.folded - folded
         theirs = builder.build(
             (7, Context(), event_dict_of(parts, 7)), level_class(level), resource
         )
-        assert _shape(ours) == _shape(theirs)
+        assert (_shape(ours), ours_folded) == (_shape(theirs), builder.folded - folded)

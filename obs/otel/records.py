@@ -32,10 +32,11 @@ from obs._lokifit import (
     cost,
     fit,
     fits,
+    fits_sized,
     label_name,
     room,
 )
-from obs.encode import MAX_STR, body_text, format_exception, safe_repr, to_otel_value
+from obs.encode import MAX_STR, PLAIN_TYPES, body_text, format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
@@ -73,6 +74,16 @@ CLASS_OF_LEVEL = {lvl.number: cls for cls, lvl in enumerate(LEVELS)}
 _SEVERITY_OF_CLASS = tuple(SeverityNumber(lvl.severity) for lvl in LEVELS)
 _SEVERITIES = {member.value: member for member in SeverityNumber}
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: The fused path's tail of one (rank info, callsite): the two, the attributes, whether a
+#: name is one Loki cannot store, their size as fits() counts it, whether all are plain.
+_Tail = tuple[Any, Any, dict[str, Any], bool, int, bool]
+
+
+def _text_len(value: object) -> int:
+    """What :func:`~obs._lokifit.fits` counts of a value: a str's length, else nothing."""
+    return len(value) if type(value) is str else 0
+
+
 #: The fields the fused path's event dict starts with (a keyword of one of these names
 #: takes the dict's path: the dict holds the keyword's value).
 _HEAD = frozenset(event_dict_of((20, "e", "l", {}, RankInfo(), None, ""), 0)) - frozenset(
@@ -153,7 +164,7 @@ class RecordBuilder:
         self._severities: dict[int, tuple[str, SeverityNumber | None]] = {}
         #: Per (rank info, callsite) of the fused path's parts: the attributes every such
         #: record ends with, coerced, and whether one has a name Loki cannot store.
-        self._tails: dict[tuple[int, int], tuple[Any, Any, dict[str, Any], bool]] = {}
+        self._tails: dict[tuple[int, int], _Tail] = {}
         #: Records folded to fit Loki (``stats()["folded"]``); where a note is reported.
         self.folded = 0
         self.note: Callable[[str, str, str], None] | None = None
@@ -235,11 +246,17 @@ class RecordBuilder:
         severity: tuple[str, SeverityNumber],
         times: tuple[int, int, otel_context.Context],
         resource: Resource | None,
+        size: int = -1,
     ) -> ReadableLogRecord:
-        """The record of ``attributes`` (folded to fit Loki where they do not, numbered)."""
+        """The record of ``attributes`` (folded to fit Loki where they do not, numbered);
+        ``size``: what :func:`fits` would sum of them, all plain (-1: not known)."""
         resource = resource or self.resource()
         space = _room(resource)
-        if unnamed or not fits(attributes, event, space):
+        if unnamed or not (
+            fits_sized(len(attributes), size, event, space)
+            if size >= 0
+            else fits(attributes, event, space)
+        ):
             fitted = fit(attributes, event, space)
             if fitted is not attributes:
                 self._folded()
@@ -272,57 +289,68 @@ class RecordBuilder:
         tail = self._tails.get((id(info), id(where)))
         if tail is None or tail[0] is not info or tail[1] is not where:
             tail = self._tail(info, where)
-        extra = tail[2]
-        if type(event) is not str or not (extra.keys().isdisjoint(kw) and _HEAD.isdisjoint(kw)):
+        if type(event) is not str or not (tail[2].keys().isdisjoint(kw) and _HEAD.isdisjoint(kw)):
             return self.build((observed, ctx, event_dict_of(parts, observed)), cls, resource)
-        attributes: dict[str, Any] = {
-            "event": event if len(event) <= MAX_STR and event.isascii() else to_otel_value(event),
-            "logger": name
+        head = event if len(event) <= MAX_STR and event.isascii() else to_otel_value(event)
+        logger = (
+            name
             if type(name) is str and len(name) <= MAX_STR and name.isascii()
-            else to_otel_value(name),
-        }
+            else to_otel_value(name)
+        )
+        attributes: dict[str, Any] = {"event": head, "logger": logger}
+        # what fits() sums, counted as the attributes are made: names and str values
+        size = tail[4] + 11 + _text_len(head) + _text_len(logger)
+        plain = tail[5] and type(head) in PLAIN_TYPES and type(logger) in PLAIN_TYPES
         keys = self._keys
-        unnamed = tail[3]
         for key, value in kw.items():
             wanted = keys.get(key) if type(key) is str else None
             if wanted is None:
                 return self.build((observed, ctx, event_dict_of(parts, observed)), cls, resource)
             if wanted:
                 kind = type(value)  # to_otel_value's plain cases, inlined
-                if (
-                    (kind is str and len(value) <= MAX_STR and value.isascii())
-                    or kind is bool
+                if kind is str and len(value) <= MAX_STR and value.isascii():
+                    size += len(key) + len(value)
+                elif (
+                    kind is bool
                     or (kind is int and _INT64_MIN <= value <= _INT64_MAX)
                     or (kind is float and value - value == 0.0)
                 ):
-                    attributes[key] = value
+                    size += len(key)
                 else:
-                    attributes[key] = to_otel_value(value)
-        attributes.update(extra)
+                    value = to_otel_value(value)  # noqa: PLW2901
+                    size += len(key) + _text_len(value)
+                    plain = plain and type(value) in PLAIN_TYPES
+                attributes[key] = value
+        attributes.update(tail[2])
         severity = self._severities.get(level)
         if severity is None:
             severity = self._severity(level)
         text, number = severity
         return self._record(
             attributes,
-            unnamed,
+            tail[3],
             event,
             event,
             (text, number or _SEVERITY_OF_CLASS[cls]),
             (observed, observed, ctx),
             resource,
+            size if plain else -1,
         )
 
-    def _tail(self, info: Any, where: Any) -> tuple[Any, Any, dict[str, Any], bool]:
+    def _tail(self, info: Any, where: Any) -> _Tail:
         """The attributes the fused path's records end with under ``info`` and ``where``
-        (as :meth:`build` makes them of the event dict's rank and callsite fields)."""
+        (as :meth:`build` makes them of the event dict's rank and callsite fields), whether
+        a name is one Loki cannot store, their size as :func:`fits` counts it, whether
+        all are plain."""
         fields = event_dict_of((20, "e", "l", {}, info, where, ""), 0)
         for key in ("event", "logger"):
             fields.pop(key)
         attributes, unnamed = self._attributes(fields)
+        size = sum(len(k) + _text_len(v) for k, v in attributes.items())
+        plain = PLAIN_TYPES.issuperset(map(type, attributes.values()))
         if len(self._tails) >= 256:
             self._tails.clear()
-        entry = (info, where, attributes, unnamed)
+        entry = (info, where, attributes, unnamed, size, plain)
         self._tails[id(info), id(where)] = entry
         return entry
 
