@@ -19,7 +19,7 @@ between them after the time; the event dict is built only where something reads 
 
 from __future__ import annotations
 
-__all__ = ["FusedLine"]
+__all__ = ["FusedLine", "event_dict_of"]
 
 import time
 from contextvars import copy_context as _copy_context
@@ -257,14 +257,14 @@ class FusedLine:
         if output.dropped and output.dropped != runtime._drops_reported.get("write_failed"):
             runtime.drops_due = True  # a sink failed: say so (rate-limited) where it still works
         if sink is not None:  # what the chain hands it: the fields, the level and the time
-            if ed is None:
-                ed = _event_dict(stamp, level, event, name, kw, info, where)
-            ed["_obs_level"] = level
-            ed["_obs_time_ns"] = ns
             hand_over = self._hand_over
-            if hand_over is not None:
-                hand_over(ns, ed)  # taken as it is: no copy, never used here again
+            if hand_over is not None:  # the parts (see event_dict_of): no dict built here;
+                hand_over(ns, (level, event, name, kw, info, where, stamp))  # kw: not reused
             else:
+                if ed is None:
+                    ed = _event_dict(stamp, level, event, name, kw, info, where)
+                ed["_obs_level"] = level
+                ed["_obs_time_ns"] = ns
                 sink(None, method, ed)
         return True
 
@@ -306,6 +306,17 @@ def _head(heads: dict[tuple[int, str, str], bytes], level: int, event: str, name
         heads.clear()
     heads[level, event, name] = head
     return head
+
+
+def event_dict_of(parts: tuple[Any, ...], time_ns: int) -> dict[str, Any]:
+    """The event dict the chain hands the export sink for what the fused path hands it:
+    ``(level, event, logger name, keywords, rank info, callsite, time stamp)`` logged at
+    ``time_ns`` (the fields, then the level and the time)."""
+    level, event, name, kw, info, where, stamp = parts
+    ed = _event_dict(stamp, level, event, name, kw, info, where)
+    ed["_obs_level"] = level
+    ed["_obs_time_ns"] = time_ns
+    return ed
 
 
 def _event_dict(  # noqa: PLR0917 - positional, as the line's fields come

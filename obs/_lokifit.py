@@ -39,6 +39,8 @@ __all__ = [
     "RESOURCE_MAX_ENTRIES",
     "Room",
     "fit",
+    "fits",
+    "fits_sized",
     "fold_line",
     "label_name",
     "room",
@@ -177,10 +179,19 @@ def fits(attributes: dict[str, Any], event: str, space: Room) -> bool:
     return (
         len(attributes) <= space.entries
         and PLAIN_TYPES.issuperset(map(type, values))
-        and 4 * (sum(map(len, attributes)) + sum(map(len, filter(_is_str, values))) + len(event))
-        + (_NUMBER + 4) * len(attributes)
-        <= space.bytes
+        and fits_sized(
+            len(attributes),
+            sum(map(len, attributes)) + sum(map(len, filter(_is_str, values))),
+            event,
+            space,
+        )
     )
+
+
+def fits_sized(count: int, size: int, event: str, space: Room) -> bool:
+    """:func:`fits` of ``count`` plain attributes whose names and str values are ``size``
+    characters in all (a builder that counted them as it made them)."""
+    return count <= space.entries and 4 * (size + len(event)) + (_NUMBER + 4) * count <= space.bytes
 
 
 def _is_str(value: object) -> bool:

@@ -30,7 +30,7 @@ import obs
 import obs._fused
 import obs.testing
 from obs._config import STATE
-from obs._fused import FusedLine
+from obs._fused import FusedLine, event_dict_of
 from obs._output import StreamSink
 from obs.encode import MAX_STR
 from obs.rank import NOT_IMPORTED, _mark_stale
@@ -489,9 +489,9 @@ def _export_with_spy(
         seen(ed)
         return real_call(self, logger, method, ed)
 
-    def spy_hand_over(self: ExportSink, time_ns: int, ed: Any) -> None:
-        seen(ed)
-        real_hand_over(self, time_ns, ed)
+    def spy_hand_over(self: ExportSink, time_ns: int, parts: Any) -> None:
+        seen(event_dict_of(parts, time_ns))  # what the export thread builds the record of
+        real_hand_over(self, time_ns, parts)
 
     monkeypatch.setattr(ExportSink, "__call__", spy)
     monkeypatch.setattr(ExportSink, "hand_over", spy_hand_over)

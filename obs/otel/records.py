@@ -22,6 +22,7 @@ from opentelemetry.sdk.version import __version__ as _sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from obs._fields import OTEL_RECORD_FIELDS
+from obs._fused import event_dict_of
 from obs._labels import level_label
 from obs._lokifit import LINE_ROOM as ROOM
 from obs._lokifit import (
@@ -31,10 +32,11 @@ from obs._lokifit import (
     cost,
     fit,
     fits,
+    fits_sized,
     label_name,
     room,
 )
-from obs.encode import body_text, format_exception, safe_repr, to_otel_value
+from obs.encode import MAX_STR, PLAIN_TYPES, body_text, format_exception, safe_repr, to_otel_value
 from obs.levels import CLASS_NAMES, LEVELS, level_class, severity_class
 from obs.rank import RankInfo, RankResolver
 from obs.settings import Settings
@@ -53,8 +55,13 @@ __all__ = [
     "resource_attributes",
 ]
 
-#: What the caller thread queues: observed time (ns), OTel context, event dict copy.
-Captured = tuple[int, otel_context.Context, dict[str, Any]]
+#: What the fused path hands over instead of an event dict (none is built in the caller):
+#: level, event, logger name, the call's keywords, rank info, callsite, time stamp
+#: (:func:`obs._fused.event_dict_of` makes the chain's dict of it).
+Parts = tuple[int, str, Any, dict[str, Any], Any, Any, str]
+#: What the caller thread queues: observed time (ns), OTel context, event dict copy (or
+#: the fused path's parts).
+Captured = tuple[int, otel_context.Context, dict[str, Any] | Parts]
 #: A queued item, or a record already built (a replayed or disposed one).
 Payload = Captured | ReadableLogRecord
 
@@ -66,10 +73,29 @@ _NOT_ATTRIBUTES = OTEL_RECORD_FIELDS
 CLASS_OF_LEVEL = {lvl.number: cls for cls, lvl in enumerate(LEVELS)}
 _SEVERITY_OF_CLASS = tuple(SeverityNumber(lvl.severity) for lvl in LEVELS)
 _SEVERITIES = {member.value: member for member in SeverityNumber}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: The fused path's tail of one (rank info, callsite): the two, the attributes, whether a
+#: name is one Loki cannot store, their size as fits() counts it, whether all are plain.
+_Tail = tuple[Any, Any, dict[str, Any], bool, int, bool]
 
 
-def class_of(event_dict: EventDict) -> int:
-    """Severity class of an event: ``_obs_level`` if set, else its ``severity_number``."""
+def _text_len(value: object) -> int:
+    """What :func:`~obs._lokifit.fits` counts of a value: a str's length, else nothing."""
+    return len(value) if type(value) is str else 0
+
+
+#: The fields the fused path's event dict starts with (a keyword of one of these names
+#: takes the dict's path: the dict holds the keyword's value).
+_HEAD = frozenset(event_dict_of((20, "e", "l", {}, RankInfo(), None, ""), 0)) - frozenset(
+    RankInfo().fields()
+)
+
+
+def class_of(event_dict: EventDict | Parts) -> int:
+    """Severity class of an event: ``_obs_level`` if set, else its ``severity_number``
+    (the fused path's parts: their level)."""
+    if isinstance(event_dict, tuple):
+        return level_class(event_dict[0])
     level = event_dict.get("_obs_level")
     if type(level) is int:
         return level_class(level)
@@ -119,6 +145,8 @@ class RecordBuilder:
         "_resource",
         "_resources",
         "_settings",
+        "_severities",
+        "_tails",
         "folded",
         "note",
     )
@@ -132,6 +160,11 @@ class RecordBuilder:
         self._prefix = uuid.uuid4().hex[:16]
         self._counter = 0
         self._keys: dict[str, bool] = {}
+        #: Per level: the record's severity text and number (the fused path's parts).
+        self._severities: dict[int, tuple[str, SeverityNumber | None]] = {}
+        #: Per (rank info, callsite) of the fused path's parts: the attributes every such
+        #: record ends with, coerced, and whether one has a name Loki cannot store.
+        self._tails: dict[tuple[int, int], _Tail] = {}
         #: Records folded to fit Loki (``stats()["folded"]``); where a note is reported.
         self.folded = 0
         self.note: Callable[[str, str, str], None] | None = None
@@ -165,6 +198,31 @@ class RecordBuilder:
         """One SDK record from a captured event dict (see DESIGN.md "Event record shape");
         ``cls`` is its severity class, ``resource`` the batch's (looked up when None)."""
         observed, ctx, ed = item
+        if isinstance(ed, tuple):
+            return self._build_parts(observed, ctx, ed, cls, resource)
+        attributes, unnamed = self._attributes(ed)
+        event = ed.get("event")
+        event = event if type(event) is str else safe_repr(event, 1024)
+        body = ed.get("body")
+        if type(body) is not str:  # the Redactor made it text already, in obs' chain
+            body = body_text(body, event)
+        number = ed.get("severity_number")
+        severity = _SEVERITIES.get(number) if type(number) is int else None
+        text = ed.get("severity_text")
+        when = ed.get("_obs_time_ns")
+        return self._record(
+            attributes,
+            unnamed,
+            event,
+            body,
+            (text if type(text) is str else CLASS_NAMES[cls], severity or _SEVERITY_OF_CLASS[cls]),
+            (when if type(when) is int else observed, observed, ctx),
+            resource,
+        )
+
+    def _attributes(self, ed: Mapping[Any, Any]) -> tuple[dict[str, Any], bool]:
+        """The attributes of an event dict's fields; whether one has a name Loki cannot
+        store."""
         attributes: dict[str, Any] = {}
         keys = self._keys
         unnamed = False
@@ -177,35 +235,133 @@ class RecordBuilder:
                 unnamed = unnamed or (wanted and label_name(key) is None)
             if wanted:
                 attributes[key] = to_otel_value(value)
-        event = ed.get("event")
-        event = event if type(event) is str else safe_repr(event, 1024)
+        return attributes, unnamed
+
+    def _record(  # noqa: PLR0917 - positional, from the two builders
+        self,
+        attributes: dict[str, Any],
+        unnamed: bool,
+        event: str,
+        body: str,
+        severity: tuple[str, SeverityNumber],
+        times: tuple[int, int, otel_context.Context],
+        resource: Resource | None,
+        size: int = -1,
+    ) -> ReadableLogRecord:
+        """The record of ``attributes`` (folded to fit Loki where they do not, numbered);
+        ``size``: what :func:`fits` would sum of them, all plain (-1: not known)."""
         resource = resource or self.resource()
         space = _room(resource)
-        if unnamed or not fits(attributes, event, space):
+        if unnamed or not (
+            fits_sized(len(attributes), size, event, space)
+            if size >= 0
+            else fits(attributes, event, space)
+        ):
             fitted = fit(attributes, event, space)
             if fitted is not attributes:
                 self._folded()
             attributes = fitted
         self._counter += 1
         attributes["log.record.uid"] = f"{self._prefix}-{self._counter}"
-        body = ed.get("body")
-        if type(body) is not str:  # the Redactor made it text already, in obs' chain
-            body = body_text(body, event)
-        number = ed.get("severity_number")
-        severity = _SEVERITIES.get(number) if type(number) is int else None
-        text = ed.get("severity_text")
-        when = ed.get("_obs_time_ns")
         record = LogRecord(
-            timestamp=when if type(when) is int else observed,
-            observed_timestamp=observed,
-            context=ctx,
-            severity_text=text if type(text) is str else CLASS_NAMES[cls],
-            severity_number=severity or _SEVERITY_OF_CLASS[cls],
+            timestamp=times[0],
+            observed_timestamp=times[1],
+            context=times[2],
+            severity_text=severity[0],
+            severity_number=severity[1],
             body=body,
             attributes=attributes,
             event_name=event,
         )
         return ReadableLogRecord(record, resource, SCOPE)
+
+    def _build_parts(
+        self,
+        observed: int,
+        ctx: otel_context.Context,
+        parts: Parts,
+        cls: int,
+        resource: Resource | None,
+    ) -> ReadableLogRecord:
+        """:meth:`build` of the fused path's parts: the record of
+        :func:`~obs._fused.event_dict_of` (their event dict), without building it."""
+        level, event, name, kw, info, where, _ = parts
+        tail = self._tails.get((id(info), id(where)))
+        if tail is None or tail[0] is not info or tail[1] is not where:
+            tail = self._tail(info, where)
+        if type(event) is not str or not (tail[2].keys().isdisjoint(kw) and _HEAD.isdisjoint(kw)):
+            return self.build((observed, ctx, event_dict_of(parts, observed)), cls, resource)
+        head = event if len(event) <= MAX_STR and event.isascii() else to_otel_value(event)
+        logger = (
+            name
+            if type(name) is str and len(name) <= MAX_STR and name.isascii()
+            else to_otel_value(name)
+        )
+        attributes: dict[str, Any] = {"event": head, "logger": logger}
+        # what fits() sums, counted as the attributes are made: names and str values
+        size = tail[4] + 11 + _text_len(head) + _text_len(logger)
+        plain = tail[5] and type(head) in PLAIN_TYPES and type(logger) in PLAIN_TYPES
+        keys = self._keys
+        for key, value in kw.items():
+            wanted = keys.get(key) if type(key) is str else None
+            if wanted is None:
+                return self.build((observed, ctx, event_dict_of(parts, observed)), cls, resource)
+            if wanted:
+                kind = type(value)  # to_otel_value's plain cases, inlined
+                if kind is str and len(value) <= MAX_STR and value.isascii():
+                    size += len(key) + len(value)
+                elif (
+                    kind is bool
+                    or (kind is int and _INT64_MIN <= value <= _INT64_MAX)
+                    or (kind is float and value - value == 0.0)
+                ):
+                    size += len(key)
+                else:
+                    value = to_otel_value(value)  # noqa: PLW2901
+                    size += len(key) + _text_len(value)
+                    plain = plain and type(value) in PLAIN_TYPES
+                attributes[key] = value
+        attributes.update(tail[2])
+        severity = self._severities.get(level)
+        if severity is None:
+            severity = self._severity(level)
+        text, number = severity
+        return self._record(
+            attributes,
+            tail[3],
+            event,
+            event,
+            (text, number or _SEVERITY_OF_CLASS[cls]),
+            (observed, observed, ctx),
+            resource,
+            size if plain else -1,
+        )
+
+    def _tail(self, info: Any, where: Any) -> _Tail:
+        """The attributes the fused path's records end with under ``info`` and ``where``
+        (as :meth:`build` makes them of the event dict's rank and callsite fields), whether
+        a name is one Loki cannot store, their size as :func:`fits` counts it, whether
+        all are plain."""
+        fields = event_dict_of((20, "e", "l", {}, info, where, ""), 0)
+        for key in ("event", "logger"):
+            fields.pop(key)
+        attributes, unnamed = self._attributes(fields)
+        size = sum(len(k) + _text_len(v) for k, v in attributes.items())
+        plain = PLAIN_TYPES.issuperset(map(type, attributes.values()))
+        if len(self._tails) >= 256:
+            self._tails.clear()
+        entry = (info, where, attributes, unnamed, size, plain)
+        self._tails[id(info), id(where)] = entry
+        return entry
+
+    def _severity(self, level: int) -> tuple[str, SeverityNumber | None]:
+        """A level's severity text and number, as the chain's event dict holds them."""
+        head = event_dict_of((level, "e", "l", {}, RankInfo(), None, ""), 0)
+        number = head["severity_number"]
+        entry = (head["severity_text"], _SEVERITIES.get(number) if type(number) is int else None)
+        if len(self._severities) < 256:
+            self._severities[level] = entry
+        return entry
 
     def _folded(self) -> None:
         """Count a folded record; say once that records are being folded."""

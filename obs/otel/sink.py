@@ -1,8 +1,8 @@
 """OTel export: every event as an OTLP log record, with delivery guarantees.
 
 :class:`ExportSink` is the chain's export processor. The caller thread only captures the
-OTel context, the observed time and a shallow copy of the event dict (the fused path's own
-dict: no copy), and appends them to the worker's lock-free intake (a deque; the lock only
+OTel context, the observed time and a shallow copy of the event dict (the fused path's
+parts of it: no dict), and appends them to the worker's lock-free intake (a deque; the lock only
 once a batch waits, see :mod:`obs.otel.intake`; no I/O). One export
 thread per process turns them into SDK ``ReadableLogRecord`` objects and hands batches
 to the real SDK exporter (OTLP gRPC / HTTP, or console), so the SDK's
@@ -45,7 +45,7 @@ from obs._spool import Spool, service_dir
 from obs.otel import transport
 from obs.otel.accounting import Report
 from obs.otel.known import settings_secrets
-from obs.otel.records import RecordBuilder, exception_fields
+from obs.otel.records import Parts, RecordBuilder, exception_fields
 from obs.otel.sigterm import SigtermHook
 from obs.otel.state import State
 from obs.otel.transport import ExporterTransport, ProviderTransport, Transport
@@ -63,9 +63,9 @@ __all__ = ["ExportSink", "build_export_sink", "make_spool"]
 class ExportSink:
     """Processor: queue every event for OTLP export (see the module docstring).
 
-    The caller's side of the pipeline: map the event to what the worker queues (its
-    severity class, the OTel context, a shallow copy) and hand it over; never raises, never
-    blocks on the network. ``force_flush`` and ``shutdown`` return within their timeout
+    The caller's side of the pipeline: map the event to what the worker queues (the OTel
+    context, a shallow copy, or the fused path's parts) and hand it over; never raises,
+    never blocks on the network. ``force_flush`` and ``shutdown`` return within their timeout
     (default ``settings.shutdown_timeout``). Registers the fork, atexit and (opt-in) SIGTERM
     hooks; the :class:`~obs.otel.worker.ExportWorker` does the rest.
     """
@@ -177,14 +177,14 @@ class ExportSink:
             self._worker.note("otel_enqueue", exc)
         return event_dict
 
-    def hand_over(self, time_ns: int, event_dict: dict[str, Any]) -> None:
-        """Queue a dict nobody uses after this call, its values immutable (the fused path's:
-        public fields, ``_obs_level``, ``_obs_time_ns``), as it is (no copy), observed at
-        ``time_ns``; never raises."""
+    def hand_over(self, time_ns: int, parts: Parts) -> None:
+        """Queue the fused path's parts of an event logged at ``time_ns`` (the export thread
+        builds the record of :func:`obs._fused.event_dict_of`, their event dict), as they
+        are: nobody uses them after this call, their values are immutable; never raises."""
         try:
             worker = self._worker
             intake = worker.intake
-            intake.append((time_ns, self._context(), event_dict))
+            intake.append((time_ns, self._context(), parts))
             if len(intake) >= worker.wake_at:
                 worker.settle()
         except Exception as exc:
