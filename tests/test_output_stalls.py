@@ -463,6 +463,7 @@ _TWO_SLOW_READERS = textwrap.dedent(
     import obs
     obs.configure(format="json", stream="stderr", stdlib_bridge=False, logs_exporter="none",
                   file=sys.argv[1])
+    os.write(1, b"ready\\n")  # the FIFO is open: the readers' pause starts now
     log = obs.get_logger("t")
     stop = threading.Event()
     counts = [0] * 8
@@ -511,6 +512,10 @@ def test_exit_waits_for_a_second_sink_that_still_takes_lines(tmp_path: Path) -> 
         got[name] = data
 
     assert proc.stderr is not None
+    assert proc.stdout is not None
+    # Not before: a read of the FIFO before the child opened it was an end of file (under
+    # load the child's start took longer than the pause; CI's file reader got nothing).
+    assert proc.stdout.readline() == b"ready\n"
     readers = [
         # Both still drain past the 2 s budget (the lines are about 3 MB), the file last.
         threading.Thread(target=slow, args=(proc.stderr.fileno(), "stderr", 3e6)),
@@ -522,7 +527,6 @@ def test_exit_waits_for_a_second_sink_that_still_takes_lines(tmp_path: Path) -> 
         t.join(60)
     proc.wait(10)
     os.close(rfd)
-    assert proc.stdout is not None
     logged = int(proc.stdout.read())
     counts = {k: v.count(b'"event":"main"') for k, v in got.items()}
     # A daemon thread may finish one more line after the count was taken.
