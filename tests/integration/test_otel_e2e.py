@@ -533,7 +533,9 @@ class TestShutdownBound:
             blackhole.close()
         for name, (mark, ended, err, code) in results.items():
             assert 0 == code, err
-            assert ended - mark < budget + 1.0, f"{name}: exit took {ended - mark:.2f}s"
+            # The budget plus the interpreter's teardown (coverage's too: seconds on a loaded
+            # machine, four children at once), well under the 10 s export timeout it waited.
+            assert ended - mark < budget + 5.0, f"{name}: exit took {ended - mark:.2f}s"
             spool = tmp_path / name / "spool.jsonl"
             assert 0o600 == stat.S_IMODE(spool.stat().st_mode)
             lines = [json.loads(x) for x in spool.read_text().splitlines()]
