@@ -155,7 +155,9 @@ class Combiner(Generic[T]):
     def drain(self) -> int:
         """Write what is queued unless another thread holds the lock (it looks again after
         releasing), for at most :data:`HOLDER_ROUNDS` rounds; then the writer thread takes
-        what is still queued. While exiting, until the queue is empty."""
+        what is still queued. While exiting, until the queue is empty: what the reader
+        does not take now, this call waits for the writer thread to write, while it makes
+        progress (the process may end as soon as the call returns)."""
         queue, lock = self.queue, self.lock
         failed = 0
         exiting = _EXITING[0]
@@ -165,14 +167,12 @@ class Combiner(Generic[T]):
                 if self.blocked and not exiting:  # the reader takes no more: the backlog
                     break  # is the writer thread's (taking it in hand costs its length)
                 rounds += 1
-                # Past QUEUE_MAX (or while exiting) wait a little for the writer; never
-                # forever, so even a nested call could not hang on its own lock.
-                wait = _BACKPRESSURE_SECONDS if exiting or len(queue) > QUEUE_MAX else 0
-                if exiting and self._stalled:
-                    wait = 0
+                wait = self._lock_wait(exiting)
+                seen = self.progress[0]
                 if not (lock.acquire(True, wait) if wait else lock.acquire(False)):
-                    if exiting and wait:
-                        self._stalled = True
+                    if exiting and wait and self.progress[0] != seen:
+                        break  # the holder writes to a slow reader: wait below
+                    self._stalled = self._stalled or bool(exiting and wait)
                     return failed  # the holder writes it: it looks again after releasing
                 try:
                     failed += self._write_queued()
@@ -180,6 +180,8 @@ class Combiner(Generic[T]):
                     lock.release()
                 if self.blocked:  # a reader that takes no more now: the writer waits on it
                     break
+            if queue and exiting and not self._stalled:
+                return failed + self.settle(_BACKPRESSURE_SECONDS, patient=True)[0]
         except BaseException:  # an interrupt: the rest is still written, by the writer
             if queue:
                 self._hand_off()
@@ -246,6 +248,14 @@ class Combiner(Generic[T]):
         self.lock.release()
         if self.queue:
             self._hand_off()
+
+    def _lock_wait(self, exiting: bool) -> float:
+        """How long a caller waits for the lock: past QUEUE_MAX (or while exiting, unless
+        exit gave up on this sink) a little for the writer; never forever, so even a
+        nested call could not hang on its own lock. Else not at all."""
+        if exiting:
+            return 0 if self._stalled else _BACKPRESSURE_SECONDS
+        return _BACKPRESSURE_SECONDS if len(self.queue) > QUEUE_MAX else 0
 
     def _take_failed(self) -> int:
         failed, self._failed = self._failed, 0

@@ -172,7 +172,7 @@ class TestOnARealSink:
             took = time.monotonic() - start
             stats = sink.stats()
             receiver.clear_fault()
-        assert took < 2.5
+        assert took < 10.0  # the budget (1 s) and a loaded machine's margin; hung: 20 s
         assert sink.state.phase in (Phase.ABANDONED, Phase.CLOSED)
         dropped = sum(stats["dropped"].values())
         assert 20 == stats["spooled"] + dropped + stats["exported"]

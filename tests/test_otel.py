@@ -528,7 +528,7 @@ class TestDelivery:
         sink(None, "error", ev("stuck"))
         start = time.monotonic()
         assert not sink.force_flush(0.3)
-        assert time.monotonic() - start < 0.3 + 2.0  # timeout + scheduling margin (stuck: never)
+        assert time.monotonic() - start < 0.3 + 8.0  # timeout + a loaded machine (stuck: never)
         exporter.release.set()
         assert sink.force_flush(2.0)
 
@@ -545,7 +545,7 @@ class TestDelivery:
         sink(None, "info", ev("queued_i", logging.INFO))
         start = time.monotonic()
         assert not sink.shutdown(0.6)
-        assert time.monotonic() - start < 0.6 + 2.0  # timeout + margin (stuck: never)
+        assert time.monotonic() - start < 0.6 + 8.0  # timeout + a loaded machine (stuck: never)
         stats = sink.stats()
         assert (2, {"INFO": 1}) == (stats["spooled"], stats["dropped"])
         spooled = (tmp_path / "spool" / "spool.jsonl").read_text()

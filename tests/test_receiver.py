@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -331,7 +330,7 @@ class TestLifecycle:
         start = time.monotonic()
         assert grpc_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
         assert http_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
-        assert time.monotonic() - start < 3
+        assert time.monotonic() - start < 10  # 0.5 s each; stuck: the test's timeout
         receiver.restart()
         assert ports == (receiver.grpc_port, receiver.http_port)
         assert grpc_exp.export(readable_batch(2)) == LogRecordExportResult.SUCCESS
@@ -385,7 +384,7 @@ class TestAccess:
         start = time.monotonic()
         with pytest.raises(TimeoutError, match=r"for 3 records, got 1 .*'x'"):
             receiver.wait_for(3, timeout=0.2)
-        assert time.monotonic() - start < 1
+        assert time.monotonic() - start < 5  # the default timeout (10 s) or none: not met
         with pytest.raises(TimeoutError, match="matching records, got 0"):
             receiver.wait_for(predicate=lambda r: False, timeout=0.05)
 
@@ -408,7 +407,7 @@ class TestFaults:
         start = time.monotonic()
         assert grpc_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
         assert http_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
-        assert time.monotonic() - start < 2
+        assert time.monotonic() - start < 10  # 0.5 s each; stuck: the test's timeout
         assert receiver.records == []
         assert receiver.rejected == {"grpc": 1, "http": 1}
         assert receiver.requests == {"grpc": 1, "http": 1}
@@ -419,27 +418,32 @@ class TestFaults:
         assert len(receiver.records) == 2
 
     def test_non_retryable_codes(self, receiver: OTLPReceiver) -> None:
-        """Injected non-retryable codes fail at once even with a long exporter timeout."""
+        """Injected non-retryable codes fail at the first answer (one request each, not
+        retried) even with a long exporter timeout."""
         receiver.set_fault(fail=True, http_status=400, grpc_code=grpc.StatusCode.INVALID_ARGUMENT)
         grpc_exp = GrpcLogExporter(endpoint=receiver.grpc_endpoint, insecure=True, timeout=10)
         http_exp = HttpLogExporter(endpoint=receiver.http_logs_url, timeout=10)
-        start = time.monotonic()
         assert grpc_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
         assert http_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
-        assert time.monotonic() - start < 2
         assert receiver.rejected == {"grpc": 1, "http": 1}
+        assert receiver.requests == {"grpc": 1, "http": 1}
 
-    def test_retryable_failure_is_retried(self, receiver: OTLPReceiver) -> None:
-        """With a timeout above the ~1 s first backoff, the exporter retries a 503 and succeeds."""
+    def test_retryable_failure_is_retried(
+        self, receiver: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """With a timeout above the ~1 s first backoff, the exporter retries a 503 and
+        succeeds (the fault is cleared as the first request is answered: counted, not timed)."""
         receiver.set_fault(fail=True)
-        http_exp = HttpLogExporter(endpoint=receiver.http_logs_url, timeout=3)
-        timer = threading.Timer(0.3, receiver.clear_fault)
-        timer.start()
-        start = time.monotonic()
+        begin = receiver._begin_request
+
+        def once(transport: str) -> Any:
+            fault = begin(transport)
+            receiver.clear_fault()
+            return fault
+
+        monkeypatch.setattr(receiver, "_begin_request", once)
+        http_exp = HttpLogExporter(endpoint=receiver.http_logs_url, timeout=10)
         assert http_exp.export(readable_batch()) == LogRecordExportResult.SUCCESS
-        elapsed = time.monotonic() - start
-        timer.join()
-        assert 0.7 < elapsed < 2.5
         assert (
             receiver.requests,
             receiver.rejected,
@@ -462,15 +466,13 @@ class TestFaults:
         self, receiver: OTLPReceiver, capfd: pytest.CaptureFixture[str]
     ) -> None:
         """A client timing out in a delay gets FAILURE; stop() wakes the delayed handler."""
-        receiver.set_fault(delay=5.0)
+        receiver.set_fault(delay=60.0)
         http_exp = HttpLogExporter(endpoint=receiver.http_logs_url, timeout=0.3)
-        start = time.monotonic()
         assert http_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
-        assert time.monotonic() - start < 1.5
-        start = time.monotonic()
         receiver.stop()
-        assert time.monotonic() - start < 1.0
-        time.sleep(0.1)  # let the woken handler finish
+        end = time.monotonic() + 10  # not woken: rejected after the 60 s delay
+        while not receiver.rejected["http"] and time.monotonic() < end:
+            time.sleep(0.01)  # the woken handler finishing
         assert receiver.records == []
         assert receiver.rejected["http"] >= 1
         assert "Traceback" not in capfd.readouterr().err
@@ -517,7 +519,7 @@ class TestTls:
             start = time.monotonic()
             assert grpc_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
             assert http_exp.export(readable_batch()) == LogRecordExportResult.FAILURE
-            assert time.monotonic() - start < 3
+            assert time.monotonic() - start < 10  # 0.5 s each; stuck: the test's timeout
             assert r.records == []
             assert r.requests == {"grpc": 0, "http": 0}
 
