@@ -20,7 +20,7 @@ from obs.encode import MAX_STR, REDACTED, is_secret_key, safe_repr, scrubbed_tex
 
 def plain_text(value: object) -> str:
     """An event name as a plain, bounded str (a str subclass or a huge str made safe)."""
-    return str(to_jsonable(value)) if isinstance(value, str) else safe_repr(value, 1000)
+    return str(to_jsonable(value)) if issubclass(type(value), str) else safe_repr(value, 1000)
 
 
 #: A %-format width or precision of 1000 or more (or ``*``): formatting it could build a
@@ -39,7 +39,7 @@ class _BoundedArg:
 
     def __str__(self) -> str:
         value = self._value
-        if isinstance(value, (list, tuple, dict, set, frozenset)):
+        if issubclass(type(value), (list, tuple, dict, set, frozenset)):
             return safe_repr(value, 1000)
         return safe_text(value)
 
@@ -58,7 +58,7 @@ def safe_text(value: object) -> str:
 
 def _bounded_arg(value: Any) -> Any:
     """An argument as %-formatting may take it: numbers and short text as they are."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if issubclass(type(value), (int, float)) and type(value) is not bool:
         return (
             value if type(value) is not int or -(10**300) < value < 10**300 else _BoundedArg(value)
         )
@@ -79,11 +79,20 @@ def _redacted_mapping(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
     for k, v in itertools.islice(mapping.items(), 256):
         if is_secret_key(k):
             out[k] = REDACTED
-        elif isinstance(v, (Mapping, list, tuple, set, frozenset)) or _has_fields(v):
+        elif _is_a(v, (Mapping, list, tuple, set, frozenset)) or _has_fields(v):
             out[k] = _BoundedArg(to_jsonable(v))
         else:
             out[k] = _bounded_arg(v)
     return out
+
+
+def _is_a(value: object, cls: type | tuple[type, ...]) -> bool:
+    """``isinstance(value, cls)``, False when it raises: it reads ``value.__class__``, which
+    a proxy may answer with an error (a lazy object whose target failed to load)."""
+    try:
+        return isinstance(value, cls)
+    except Exception:
+        return False
 
 
 def _has_fields(value: object) -> bool:
@@ -100,12 +109,12 @@ def format_body(event: object, args: tuple[Any, ...]) -> str:
     try:
         if len(template) > MAX_STR or _WIDE_FORMAT.search(template):
             raise ValueError("format too wide")  # noqa: TRY301 - the one fallback below
-        if len(args) == 1 and isinstance(args[0], Mapping):  # as LogRecord takes one
+        if len(args) == 1 and _is_a(args[0], Mapping):  # as LogRecord takes one
             text = template % _redacted_mapping(args[0])
         else:
             text = template % tuple(_bounded_arg(a) for a in args)
     except BaseException as exc:
-        if len(args) == 1 and isinstance(args[0], Mapping):
+        if len(args) == 1 and _is_a(args[0], Mapping):
             args = (to_jsonable(args[0]),)  # shown redacted by key, as formatted
         text = (
             f"{safe_repr(event, 1000)} % {safe_repr(args, 1000)}"

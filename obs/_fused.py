@@ -30,7 +30,7 @@ import orjson
 
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
 from obs._once_cache import NOT_PLAIN
-from obs._secrets import bearer_hint, option_hint, pair_hint
+from obs._secrets import bearer_hint, option_hint, pair_hint, token_hint
 from obs.callsite import AddCallsite, Location
 from obs.context import any_bound
 from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
@@ -83,6 +83,7 @@ class FusedLine:
         "_sink",
         "_stamper",
         "_tails",
+        "_token_free",
     )
 
     def __init__(
@@ -105,6 +106,19 @@ class FusedLine:
         #: Per (level, event, logger name): the line's JSON between the time and the
         #: call's own fields (see :func:`_head`).
         self._heads: dict[tuple[int, str, str], bytes] = {}
+        #: Event names of 20 characters or more known to hold no token (``hf_...``): a
+        #: set lookup per call instead of :func:`token_hint`'s tests.
+        self._token_free: set[str] = set()
+
+    def _token(self, event: str) -> bool:
+        """Whether ``event`` may hold a token; remembered when it does not."""
+        if token_hint(event):
+            return True
+        free = self._token_free
+        if len(free) >= _HEADS_MAX:
+            free.clear()
+        free.add(event)
+        return False
 
     def write(  # noqa: C901, PLR0911, PLR0912, PLR0915, PLR0917 - the hot path, inlined, positional
         self,
@@ -120,10 +134,11 @@ class FusedLine:
         if type(event) is not str or type(level) is not int or logger._context:
             return False
         # credential_hint, inlined here and below (two calls fewer per str); an identifier
-        # holds neither a credential nor a pair:
-        if not event.isidentifier() and (
-            "@" in event or (len(event) >= 12 and bearer_hint(event)) or pair_hint(event)
-        ):
+        # holds neither a URL credential nor a pair, but may be a token (``hf_...``):
+        if (
+            not event.isidentifier()
+            and ("@" in event or (len(event) >= 12 and bearer_hint(event)) or pair_hint(event))
+        ) or (len(event) >= 20 and event not in self._token_free and self._token(event)):
             return False  # the chain scrubs it (a pair's value too, a placeholder kept)
         runtime = self._runtime
         if runtime.processors is not self._chain or len(event) > MAX_STR:
@@ -141,19 +156,26 @@ class FusedLine:
                 if cls is str:
                     if len(value) >= MAX_STR:
                         return False
-                    if not value.isidentifier() and (  # an identifier holds neither a
-                        "@" in value  # credential nor a pair: one C test for most values
-                        or (len(value) >= 12 and bearer_hint(value))
-                        or (
-                            (  # has_separator, inlined
-                                "=" in value
-                                or ":" in value
-                                or "," in value
-                                or ("%" in value and ("%3" in value or "%2" in value))
-                                or ("-" in value and option_hint(value))
+                    if (
+                        not value.isidentifier()  # an identifier holds neither a URL
+                        and (
+                            "@" in value  # credential nor a pair: one C test for most values
+                            or (len(value) >= 12 and bearer_hint(value))
+                            or (
+                                (  # has_separator, inlined
+                                    "=" in value
+                                    or ":" in value
+                                    or "," in value
+                                    or ("%" in value and ("%3" in value or "%2" in value))
+                                    or ("-" in value and option_hint(value))
+                                )
+                                and (len(value) > _HINTED_MAX or pair_hint(value))
                             )
-                            and (len(value) > _HINTED_MAX or pair_hint(value))
                         )
+                    ) or (  # a token (hf_..., AKIA...): token_hint's first tests inlined
+                        len(value) >= 20
+                        and ("_" in value or "-" in value or "J" in value or "IA" in value)
+                        and token_hint(value)
                     ):
                         return False  # a credential, a secret pair's value (or a long text
                         # that may hold one): the chain redacts it, within its budget

@@ -96,8 +96,9 @@ def _kv(value: object) -> object:
         return value if len(value) <= _LONG else _long(value)  # type: ignore[arg-type]
     if cls is int or cls is bool or value is None:
         return (cls, value)
-    if isinstance(value, bytes) and cls is bytes:
-        return (cls, value) if len(value) <= _LONG else (cls, _long(value.decode("latin-1")))
+    if cls is bytes:
+        data: bytes = value  # type: ignore[assignment]
+        return (cls, data) if len(data) <= _LONG else (cls, _long(data.decode("latin-1")))
     if cls is float:  # a zero keeps its sign: -0.0 equals 0.0 but writes "-0.0"
         part = (cls, value) if not math.isnan(value) else (cls, "nan")  # type: ignore[arg-type]
         return part if value else (*part, math.copysign(1.0, value))  # type: ignore[arg-type]

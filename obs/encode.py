@@ -207,8 +207,8 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         summary = _torch_summary(obj)
         if summary is not None:
             text = summary
-        elif isinstance(obj, (list, tuple, dict, set, frozenset, int)) and not isinstance(
-            obj, bool
+        elif issubclass(type(obj), (list, tuple, dict, set, frozenset, int)) and (
+            type(obj) is not bool  # not isinstance: it reads a proxy's ``__class__``
         ):
             text = _REPR.repr(obj)
         else:

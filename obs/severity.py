@@ -131,9 +131,10 @@ def alert_stage(event: object) -> str | None:
     ``<chain>_terminal_failure``: ``terminal_failure``), else None. A call of such an
     event at any level is that stage: the alert keys on the name, so no level filter may
     drop it (``str``'s own methods: a subclass' overrides are not asked)."""
-    if isinstance(event, str):
+    if issubclass(type(event), str):  # not isinstance: it reads a proxy's ``__class__``
+        name: str = event  # type: ignore[assignment]
         for stage, suffix in _ALERT_NAMES:
-            if str.endswith(event, suffix) or str.__eq__(event, stage) is True:
+            if str.endswith(name, suffix) or str.__eq__(name, stage) is True:
                 return stage
     return None
 
@@ -221,7 +222,7 @@ class TagSeverity:
 
     def _plain_stage(self, event_dict: EventDict, stage: object) -> None:
         """A str subclass (a str Enum) becomes its text; anything else moves to user.stage."""
-        if isinstance(stage, str):
+        if issubclass(type(stage), str):
             event_dict["stage"] = str.__str__(stage)
             return
         event_dict["user.stage"] = event_dict.pop("stage")
