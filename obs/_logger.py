@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from obs._config import Holder
     from obs._runtime import Runtime
 
+#: What a logger with context matches ``*_once`` rows by: none (they take the full path).
+_WITH_CONTEXT: Any = object()
 #: A counted repeat after which the periodic summaries are due (the caller drains them).
 _DUE: Any = object()
 _D, _I, _W, _E, _C = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL
@@ -44,7 +46,7 @@ class BoundLogger:
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_context", "_fields", "_flat", "_holder", "_name")
+    __slots__ = ("_context", "_fields", "_flat", "_holder", "_name", "_plain")
 
     def __init__(self, name: str, holder: Holder, context: dict[str, Any] | None = None) -> None:
         #: Scrubbed once here, as the chain scrubs names (the fused path writes it).
@@ -56,6 +58,9 @@ class BoundLogger:
         self._fields = user_fields(self._context, owned=CONTEXT_OWNED)
         #: Only short plain scalars among the bound values (decided once here, not per call).
         self._flat = plain_values(self._context)
+        #: The name a ``*_once`` repeat matches its row by identity; a logger with context
+        #: takes the full path: a marker no row holds.
+        self._plain: object = _WITH_CONTEXT if self._context else self._name
 
     def __repr__(self) -> str:
         return f"<obs.BoundLogger {self._name!r} context={self._context!r}>"
@@ -192,39 +197,37 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
     def once(  # noqa: C901, PLR0912 - the hot path: OnceCache.repeat inlined (a frame less)
         self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any
     ) -> None:
-        if not args and not self._context:  # the table's rows, as OnceCache.repeat reads them
+        if not args:  # the newest row of the table, as OnceCache.repeat reads them
             cache = self._holder.once  # the runtime's table, read before the runtime
             try:  # an unhashable event, a value whose __eq__ raises: the full path
                 rows = cache._table.get(event)  # never with a stage (a row implies the level)
                 if rows is not None and cache._world._default_pg is cache._pg:
-                    for snap, key, cls, key2, cls2, more, lvl, name, entry, count, clock in rows:
-                        if (
-                            snap == kw
-                            and lvl == level
-                            and name == self._name
-                            and (key is None or type(kw[key]) is cls or _same(kw[key], cls))
-                            and (key2 is None or type(kw[key2]) is cls2 or _same(kw[key2], cls2))
-                            and (not more or _all_same(kw, more))
-                        ):
-                            if entry is None:  # the scope keeps this rank quiet: not counted
-                                return
-                            now = clock()
-                            next(count)  # the deduper's own lock-free count: exact, shared
-                            entry.last_seen = now
-                            if now < cache._deduper._next_summary:
-                                return
-                            cache._deduper.summary_due = True
-                            rows = _DUE
-                            break
-                    else:
-                        rows = None
+                    snap, key, cls, key2, cls2, more, lvl, name, entry, count, clock = rows[0]
+                    if (
+                        snap == kw
+                        and name is self._plain  # not a logger with context (no row is)
+                        and lvl == level
+                        and (key is None or type(kw[key]) is cls or _same(kw[key], cls))
+                        and (key2 is None or type(kw[key2]) is cls2 or _same(kw[key2], cls2))
+                        and (not more or _all_same(kw, more))
+                    ):
+                        if entry is None:  # the scope keeps this rank quiet: not counted
+                            return
+                        now = clock()
+                        next(count)  # the deduper's own lock-free count: exact, shared
+                        entry.last_seen = now
+                        if now < cache._deduper._next_summary:
+                            return
+                        cache._deduper.summary_due = True
+                        rows = _DUE
             except Exception:
                 rows = None
             rt = self._holder.runtime or self._holder.ensure()
             if rows is _DUE:
                 rt.emit_summaries()
                 return
-            if rows is not None and rt.level <= level:  # the rank may have moved: sync
+            # An older row, an equal name of another object, or the rank may have moved.
+            if rows is not None and rt.level <= level and not self._context:
                 hit = rt.once_cache.repeat(self._name, level, event, kw)
                 if hit:
                     if hit == HIT_DUE:

@@ -190,7 +190,7 @@ class OnceCache:
             return
         rows = table.setdefault(event, [])
         if len(rows) >= _PER_EVENT:
-            del rows[0]
+            rows.pop()  # the oldest: rows are kept newest first
         if is_dict:  # a copy of each list: the caller may change theirs
             snap: Any = {k: list(v) if type(v) is list else v for k, v in args.items()}
             types = tuple(zip(args, shapes, strict=True))
@@ -203,7 +203,9 @@ class OnceCache:
         key, cls = types[0] if types else (None, None)
         key2, cls2 = types[1] if len(types) > 1 else (None, None)
         count = None if entry is None else entry.fast  # next(): a builtin's fast call
-        rows.append((snap, key, cls, key2, cls2, types[2:], level, name, entry, count, self._clock))
+        # Newest first: a logger's inline hit checks ``rows[0]`` only (no loop), the rest here.
+        row = (snap, key, cls, key2, cls2, types[2:], level, name, entry, count, self._clock)
+        rows.insert(0, row)
 
     @staticmethod
     def slot(event: str, scope: object) -> object:

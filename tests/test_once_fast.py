@@ -171,6 +171,26 @@ class TestExactness:
         assert [1, 2] == [r["job"] for r in read()]
         assert {"fast:30:evt job=1": 2, "fast:30:evt job=2": 2} == _summaries(read)
 
+    def test_older_rows_equal_names_and_context_count_exactly(
+        self, configure_json: Configure
+    ) -> None:
+        """A repeat of an older snapshot (the inline hit checks the newest only), from a
+        logger whose equal name is another object, or from one with context of the same
+        name, is counted on its own key exactly."""
+        read = configure_json()
+        plain = obs.get_logger("fast")
+        other = obs.get_logger("fastX"[:4])  # equal, not the same object
+        bound = obs.get_logger("fast").bind(job=1)
+        assert plain.name is not other.name
+        for _ in range(3):
+            for n in (1, 2, 3):
+                plain.warning_once("evt", n=n)
+                other.warning_once("evt", n=n)
+            bound.warning_once("evt", n=1)
+        assert [1, 2, 3, 1] == [r["n"] for r in read() if r["event"] == "evt"]
+        expected = {"fast:30:evt n=1": 5, "fast:30:evt n=2": 5, "fast:30:evt n=3": 5}
+        assert {**expected, "fast:30:evt job=1 n=1": 2} == _summaries(read)
+
     def test_calls_that_are_not_plain_stay_on_the_full_path(
         self, configure_json: Configure
     ) -> None:
