@@ -75,7 +75,9 @@ FIELDS: tuple[Field, ...] = (
     Field("exception.type", _STRING, False, "exception class, when exc_info was given",
           keyed=True),
     Field("exception.message", _STRING, False, "exception message", keyed=True),
-    Field("exception.stacktrace", _STRING, False, "formatted traceback", keyed=True),
+    Field("exception.stacktrace", _STRING, False,
+          "formatted traceback: the cause chain, notes, an exception group's members "
+          "(bounded, scrubbed)", keyed=True),
 )  # fmt: skip
 
 #: Keywords a logger call takes that are instructions, not fields of the record.
