@@ -1,16 +1,20 @@
 """An exception's notes and an exception group's members, laid out as the stdlib's
 traceback shows them: a stack trace without them hides what failed (``add_note`` context,
-each failure of a ``TaskGroup``). Bounded whatever the tree: width, depth and a count of
-exceptions shown in one trace, shared by the whole tree."""
+each failure of a ``TaskGroup``). Bounded whatever the tree: width, depth, a count of
+exceptions and the text shown in one trace, shared by the whole tree, and each traceback's
+innermost frames (the outer ones are never looked at)."""
 
 from __future__ import annotations
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_FRAMES",
     "MAX_NOTES",
     "MAX_SHOWN",
+    "MAX_TB",
     "MAX_WIDTH",
     "Tree",
+    "innermost",
     "is_group",
     "members",
     "notes",
@@ -18,7 +22,9 @@ __all__ = [
 
 import builtins
 import sys
+from collections import deque
 from collections.abc import Callable
+from types import TracebackType
 
 #: Notes shown after an exception's line.
 MAX_NOTES = 16
@@ -27,24 +33,60 @@ MAX_WIDTH = 15
 MAX_DEPTH = 10
 #: Exceptions formatted in one trace: members, their causes and contexts together.
 MAX_SHOWN = 64
+#: Frames shown per traceback (its innermost), and in one trace (each costs tens of
+#: microseconds: its code position, source line and the carets under it).
+MAX_TB = 50
+MAX_FRAMES = 200
 
 _RULE = "+------------------------------------\n"
 _MORE = "+---------------- ... ----------------\n"
 
 
 class Tree:
-    """What one trace may still show: exceptions left to format, and the group depth."""
+    """What one trace may still show: exceptions and frames left to format, the group
+    depth, and ``room``: characters left before the cut (what lies past it is not made,
+    or scrubbed)."""
 
-    __slots__ = ("depth", "left")
+    __slots__ = ("depth", "frames", "left", "room")
 
-    def __init__(self) -> None:
+    def __init__(self, room: int) -> None:
         self.left = MAX_SHOWN
+        self.frames = MAX_FRAMES
         self.depth = 0
+        self.room = room
+
+    def traceback(self, tb: TracebackType) -> TracebackType | None:
+        """The innermost entries of ``tb`` this trace still shows (see :func:`innermost`)."""
+        limit = min(MAX_TB, self.frames)
+        if limit <= 0:
+            return None
+        copy = innermost(tb, limit)
+        self.frames -= limit
+        return copy
 
     def take(self) -> bool:
-        """One more exception formatted, if any are left."""
+        """One more exception formatted, if any are left and there is room."""
         self.left -= 1
-        return self.left >= 0
+        return self.left >= 0 and self.room > 0
+
+    def add(self, out: list[str], text: str) -> bool:
+        """``text`` appended to ``out``, spending room; False once none is left."""
+        out.append(text)
+        self.room -= len(text)
+        return self.room > 0
+
+
+def innermost(tb: TracebackType | None, limit: int) -> TracebackType | None:
+    """A copy of the last ``limit`` entries of ``tb``: what ``extract_tb(tb, -limit)`` shows,
+    whose code positions (a scan of each frame's bytecode) are then found for those only."""
+    kept: deque[TracebackType] = deque(maxlen=limit)
+    while tb is not None:
+        kept.append(tb)
+        tb = tb.tb_next
+    copy = None
+    for entry in reversed(kept):
+        copy = TracebackType(copy, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return copy
 
 
 def is_group(exc: BaseException) -> bool:
@@ -56,9 +98,10 @@ def is_group(exc: BaseException) -> bool:
     return cls is not None and isinstance(exc, cls)
 
 
-def notes(exc: BaseException, text: Callable[[object], str]) -> str:
+def notes(exc: BaseException, text: Callable[[object], str], tree: Tree) -> str:
     """The lines of ``exc.__notes__`` (each ``text``-ed: scrubbed and cut), as the stdlib
-    prints them; a ``__notes__`` that raises or is not a list shows what it is."""
+    prints them, while ``tree`` has room; a ``__notes__`` that raises or is not a list
+    shows what it is."""
     try:
         raw = getattr(exc, "__notes__", None)
     except BaseException as err:
@@ -67,7 +110,10 @@ def notes(exc: BaseException, text: Callable[[object], str]) -> str:
         return ""
     if not isinstance(raw, (list, tuple)):
         return f"{text(raw)}\n"
-    out = [f"{text(note)}\n" for note in raw[:MAX_NOTES]]
+    out: list[str] = []
+    for note in raw[:MAX_NOTES]:
+        if not tree.add(out, f"{text(note)}\n"):
+            return "".join(out)
     if len(raw) > MAX_NOTES:
         out.append(f"[{len(raw) - MAX_NOTES} more notes]\n")
     return "".join(out)
@@ -89,7 +135,7 @@ def members(group: BaseException, chain: Callable[[BaseException, Tree], str], t
     tree.depth += 1
     try:
         for member in items:
-            if tree.left <= 0 or not isinstance(member, BaseException):
+            if tree.left <= 0 or tree.room <= 0 or not isinstance(member, BaseException):
                 break
             shown += 1
             out.append(f"+---------------- {shown} ----------------\n")

@@ -50,13 +50,14 @@ from operator import length_hint
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from obs._exc_tree import Tree, is_group, members, notes
+from obs._exc_tree import MAX_FRAMES, Tree, is_group, members, notes
 from obs._fields import CONTROL_SET, user_name
 from obs._labels import loki_safe
 from obs._repr import BOUNDED as _REPR
 from obs._secrets import (
     MAX_KEY,
     REDACTED,
+    SCRUB_CHARS,
     SECRET_PAIRS,
     SECRET_WORDS,
     close_budget,
@@ -478,7 +479,7 @@ _CONTEXT = "\nDuring handling of the above exception, another exception occurred
 def _format_chain(exc: BaseException, tree: Tree | None = None) -> str:
     """The traceback text of ``exc`` and at most :data:`MAX_CHAIN` - 1 causes before it
     (fewer when ``tree``, the trace's whole group of exceptions, has shown its share)."""
-    tree = Tree() if tree is None else tree
+    tree = Tree(MAX_STACK) if tree is None else tree
     chain: list[tuple[BaseException, str]] = []
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -505,12 +506,16 @@ def _format_chain(exc: BaseException, tree: Tree | None = None) -> str:
 def _format_one(exc: BaseException, tree: Tree) -> str:
     """One exception's traceback text, notes and a group's members, without walking its
     cause chain (the stdlib's ``TracebackException`` walks all of it, unbounded)."""
-    out = []
+    out: list[str] = []
     group = is_group(exc)
     if exc.__traceback__ is not None:
-        frames = traceback.extract_tb(exc.__traceback__, limit=-50)  # the innermost 50
+        shown = tree.traceback(exc.__traceback__)
         out.append(f"{'Exception Group ' if group else ''}Traceback (most recent call last):\n")
-        out.extend(_scrub_cut(line, 4096, scrub_text) for line in traceback.format_list(frames))
+        if shown is None:
+            out.append(f"  [frames not shown: this trace showed {MAX_FRAMES}]\n")
+        for line in traceback.format_list(traceback.extract_tb(shown)):
+            if not tree.add(out, _scrub_cut(line, 4096, scrub_text)):
+                break  # past the cut: not scrubbed for nothing
     cls = type(exc)
     name = (
         cls.__qualname__
@@ -521,8 +526,8 @@ def _format_one(exc: BaseException, tree: Tree) -> str:
         text = _exc_text(exc)
     except BaseException:
         text = f"<exception str() failed: {safe_repr(exc, 200)}>"
-    out.append(f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
-    out.append(notes(exc, lambda note: _safe_str(note, 4096, scrub_text)))
+    tree.add(out, f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
+    out.append(notes(exc, lambda note: _safe_str(note, 4096, scrub_text), tree))  # spent there
     return "".join(out) + (members(exc, _format_chain, tree) if group else "")
 
 
@@ -557,10 +562,17 @@ def format_exception(value: object) -> dict[str, str] | None:
         )
         arg = exc.args[0] if len(exc.args) == 1 else exc
         message = _plain_str(arg, MAX_STR, scrub_text) if isinstance(arg, str) else _safe_str(arg)
+        # The trace's pieces, within a quarter of a log call's budget (the whole trace is
+        # scrubbed again below, for pairs across lines): past it, a piece is [REDACTED].
+        budget = open_budget(SCRUB_CHARS // 4)
+        try:
+            trace = _format_chain(exc)
+        finally:
+            close_budget(budget)
         return {
             "exception.type": _plain_str(name, MAX_KEY, scrub_text),
             "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
-            "exception.stacktrace": _plain_str(_format_chain(exc), MAX_STACK, scrub_text),
+            "exception.stacktrace": _plain_str(trace, MAX_STACK, scrub_text),
         }
     except BaseException as err:
         return {
