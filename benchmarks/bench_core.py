@@ -586,6 +586,7 @@ def _adversarial() -> list[tuple[str, Any]]:
     encoded = ("api_key%3Dx%26" * 200)[:2000]
     breaks = (("Authorization:" + "\n" * 50) * 40)[:2000]
     long_keys = {f"n{j}": {f"aB{i}" * 150 + str(j): i for i in range(256)} for j in range(16)}
+    pem_event = "-----BEGIN " * 1_000_000
     deep, noted = _deep_error(900), ValueError("noted")  # a RecursionError's depth
     for _ in range(16):
         noted.add_note(("token=a Bearer abcdefghijkl hf_" + "a" * 30 + " ") * 60)
@@ -622,6 +623,10 @@ def _adversarial() -> list[tuple[str, Any]]:
         (  # each key tested for secret words (0.5-0.9 s a call before the name budget)
             "16 dicts of 256 long keys",
             lambda log: log.info("adv", d=long_keys),
+        ),
+        (  # lowered and searched whole by the fused path's hints (160 ms before the cut)
+            "10 MB event name of PEM headers",
+            lambda log: log.info(pem_event),
         ),
         (  # every frame's code position found, 50 kept (0.8 s before the frame bound)
             "56 members 900 frames deep",
