@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import gc
 import io
 import json
@@ -585,6 +586,12 @@ def _adversarial() -> list[tuple[str, Any]]:
     encoded = ("api_key%3Dx%26" * 200)[:2000]
     breaks = (("Authorization:" + "\n" * 50) * 40)[:2000]
     long_keys = {f"n{j}": {f"aB{i}" * 150 + str(j): i for i in range(256)} for j in range(16)}
+    pem_event = "-----BEGIN " * 1_000_000
+    deep, noted = _deep_error(900), ValueError("noted")  # a RecursionError's depth
+    for _ in range(16):
+        noted.add_note(("token=a Bearer abcdefghijkl hf_" + "a" * 30 + " ") * 60)
+    deep_group = _group([_group([deep] * 14) for _ in range(4)])
+    noted_group = _group([_group([noted] * 15) for _ in range(4)])
     return [
         ("1M-key dict value", lambda log: log.info("adv", d=big_dict)),
         ("1M-item list in a once key", lambda log: log.warning_once("adv", ids=big_list)),
@@ -617,7 +624,40 @@ def _adversarial() -> list[tuple[str, Any]]:
             "16 dicts of 256 long keys",
             lambda log: log.info("adv", d=long_keys),
         ),
+        (  # lowered and searched whole by the fused path's hints (160 ms before the cut)
+            "10 MB event name of PEM headers",
+            lambda log: log.info(pem_event),
+        ),
+        (  # every frame's code position found, 50 kept (0.8 s before the frame bound)
+            "56 members 900 frames deep",
+            lambda log: log.error("adv", exc_info=deep_group),
+        ),
+        (  # 4 MB of notes scrubbed, 64 KB kept (1.1 s before the room bound)
+            "60 members with 16 notes of 4 KB pairs",
+            lambda log: log.error("adv", exc_info=noted_group),
+        ),
     ]
+
+
+def _deep_error(depth: int) -> BaseException:
+    """An exception raised ``depth`` frames down."""
+
+    def down(n: int) -> None:
+        if n == 0:
+            raise ValueError("innermost")
+        down(n - 1)
+
+    try:
+        down(depth)
+    except ValueError as exc:
+        return exc
+    return ValueError("not raised")
+
+
+def _group(members: list[BaseException]) -> BaseException:
+    """An exception group (Python 3.11) of ``members``; on 3.10 its first member."""
+    cls = getattr(builtins, "ExceptionGroup", None)
+    return members[0] if cls is None else cls("group", members)
 
 
 def bench_worst_case(rounds: int) -> dict[str, Any]:

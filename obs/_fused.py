@@ -133,6 +133,8 @@ class FusedLine:
         return False (nothing written): not plain."""
         if type(event) is not str or type(level) is not int or logger._context:
             return False
+        if len(event) > MAX_STR:  # the chain cuts it before it looks for credentials
+            return False
         # credential_hint, inlined here and below (two calls fewer per str); an identifier
         # holds neither a URL credential nor a pair, but may be a token (``hf_...``):
         if (
@@ -141,7 +143,7 @@ class FusedLine:
         ) or (len(event) >= 20 and event not in self._token_free and self._token(event)):
             return False  # the chain scrubs it (a pair's value too, a placeholder kept)
         runtime = self._runtime
-        if runtime.processors is not self._chain or len(event) > MAX_STR:
+        if runtime.processors is not self._chain:
             return False  # the chain was changed (tests inject processors): it decides
         nonfinite = False
         if kw:

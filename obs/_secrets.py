@@ -243,15 +243,16 @@ class _Budget(threading.local):
 _BUDGET = _Budget()
 
 
-def open_budget() -> tuple[int | None, int, int, int, int]:
+def open_budget(chars: int = SCRUB_CHARS) -> tuple[int | None, int, int, int, int]:
     """Bound what :func:`scrub_text` spends until :func:`close_budget` (one log call's
     values): past :data:`SCRUB_CHARS` a text that may hold a credential is ``[REDACTED]``
     whole, past :data:`SCRUB_STEPS` matches the rest of the text being scrubbed is. Never a
     secret, never slow: 300 values of 2 KB full of pairs took 450 ms a call without it.
-    Returns what :func:`close_budget` puts back (a call inside a call keeps its own)."""
+    Returns what :func:`close_budget` puts back (a call inside a call keeps its own).
+    ``chars``: a smaller budget, for a text scrubbed again whole after its pieces."""
     budget = _BUDGET
     saved = budget.chars, budget.steps, budget.scan, budget.decode, budget.names
-    budget.chars, budget.steps, budget.scan = SCRUB_CHARS, SCRUB_STEPS, SCRUB_SCAN
+    budget.chars, budget.steps, budget.scan = chars, SCRUB_STEPS, SCRUB_SCAN
     budget.decode, budget.names = SCRUB_DECODE, SCRUB_NAMES
     return saved
 

@@ -42,21 +42,20 @@ __all__ = [
 
 import dataclasses
 import itertools
-import sys
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, MappingView
 from operator import length_hint
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from obs._exc_tree import Tree, is_group, members, notes
+from obs._exc_tree import MAX_FRAMES, Tree, chain_rest, exc_tuple, is_group, members, notes
 from obs._fields import CONTROL_SET, user_name
 from obs._labels import loki_safe
 from obs._repr import BOUNDED as _REPR
 from obs._secrets import (
     MAX_KEY,
     REDACTED,
+    SCRUB_CHARS,
     SECRET_PAIRS,
     SECRET_WORDS,
     close_budget,
@@ -457,20 +456,6 @@ def json_default(obj: object) -> Any:
     return to_jsonable(obj) if not isinstance(obj, str) else _plain_str(obj, MAX_STR, scrub_text)
 
 
-ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
-
-
-def _exc_tuple(value: object) -> ExcInfo | None:
-    if value is True:
-        info = sys.exc_info()
-        return info if info[1] is not None else None
-    if isinstance(value, BaseException):
-        return (type(value), value, value.__traceback__)
-    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], BaseException):
-        return value
-    return None
-
-
 _CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
@@ -478,7 +463,7 @@ _CONTEXT = "\nDuring handling of the above exception, another exception occurred
 def _format_chain(exc: BaseException, tree: Tree | None = None) -> str:
     """The traceback text of ``exc`` and at most :data:`MAX_CHAIN` - 1 causes before it
     (fewer when ``tree``, the trace's whole group of exceptions, has shown its share)."""
-    tree = Tree() if tree is None else tree
+    tree = Tree(MAX_STACK) if tree is None else tree
     chain: list[tuple[BaseException, str]] = []
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -494,7 +479,7 @@ def _format_chain(exc: BaseException, tree: Tree | None = None) -> str:
             cur = None
     parts: list[str] = []
     if cur is not None and id(cur) not in seen:
-        parts.append(f"[{_chain_rest(cur)} earlier exceptions in the chain not shown]\n")
+        parts.append(f"[{chain_rest(cur)} earlier exceptions in the chain not shown]\n")
     for item, link in reversed(chain):
         parts.append(_format_one(item, tree))
         if link:
@@ -505,12 +490,16 @@ def _format_chain(exc: BaseException, tree: Tree | None = None) -> str:
 def _format_one(exc: BaseException, tree: Tree) -> str:
     """One exception's traceback text, notes and a group's members, without walking its
     cause chain (the stdlib's ``TracebackException`` walks all of it, unbounded)."""
-    out = []
+    out: list[str] = []
     group = is_group(exc)
     if exc.__traceback__ is not None:
-        frames = traceback.extract_tb(exc.__traceback__, limit=-50)  # the innermost 50
+        shown = tree.traceback(exc.__traceback__)
         out.append(f"{'Exception Group ' if group else ''}Traceback (most recent call last):\n")
-        out.extend(_scrub_cut(line, 4096, scrub_text) for line in traceback.format_list(frames))
+        if shown is None:
+            out.append(f"  [frames not shown: this trace showed {MAX_FRAMES}]\n")
+        for line in traceback.format_list(traceback.extract_tb(shown)):
+            if not tree.add(out, _scrub_cut(line, 4096, scrub_text)):
+                break  # past the cut: not scrubbed for nothing
     cls = type(exc)
     name = (
         cls.__qualname__
@@ -521,20 +510,9 @@ def _format_one(exc: BaseException, tree: Tree) -> str:
         text = _exc_text(exc)
     except BaseException:
         text = f"<exception str() failed: {safe_repr(exc, 200)}>"
-    out.append(f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
-    out.append(notes(exc, lambda note: _safe_str(note, 4096, scrub_text)))
+    tree.add(out, f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
+    out.append(notes(exc, lambda note: _safe_str(note, 4096, scrub_text), tree))  # spent there
     return "".join(out) + (members(exc, _format_chain, tree) if group else "")
-
-
-def _chain_rest(exc: BaseException) -> str:
-    count = 0
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen and count < 1000:
-        seen.add(id(cur))
-        count += 1
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return f"{count}+" if cur is not None else str(count)
 
 
 def format_exception(value: object) -> dict[str, str] | None:
@@ -544,7 +522,7 @@ def format_exception(value: object) -> dict[str, str] | None:
     formatted; URL passwords and bearer tokens in the text are redacted.
     """
     try:
-        info = _exc_tuple(value)
+        info = exc_tuple(value)
         if info is None:
             return None
         etype, exc, _tb = info
@@ -557,10 +535,17 @@ def format_exception(value: object) -> dict[str, str] | None:
         )
         arg = exc.args[0] if len(exc.args) == 1 else exc
         message = _plain_str(arg, MAX_STR, scrub_text) if isinstance(arg, str) else _safe_str(arg)
+        # The trace's pieces, within a quarter of a log call's budget (the whole trace is
+        # scrubbed again below, for pairs across lines): past it, a piece is [REDACTED].
+        budget = open_budget(SCRUB_CHARS // 4)
+        try:
+            trace = _format_chain(exc)
+        finally:
+            close_budget(budget)
         return {
             "exception.type": _plain_str(name, MAX_KEY, scrub_text),
             "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
-            "exception.stacktrace": _plain_str(_format_chain(exc), MAX_STACK, scrub_text),
+            "exception.stacktrace": _plain_str(trace, MAX_STACK, scrub_text),
         }
     except BaseException as err:
         return {
