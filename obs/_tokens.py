@@ -21,7 +21,7 @@ REDACTED = "[REDACTED]"
 #: AWS access key id, a JWT's header, payload and signature).
 _BODIES = (
     r"(?:(hf_)[A-Za-z0-9]{30,}|(gh[pousr]_)[A-Za-z0-9]{30,}"
-    r"|(github_pat_)[A-Za-z0-9_]{30,}|(xox[abposr]-)[A-Za-z0-9-]{15,}"
+    r"|(github_pat_)[A-Za-z0-9_]{30,}|(xox[abeprs]-)[A-Za-z0-9-]{15,}"
     r"|(A[KS]IA)[0-9A-Z]{16}(?![A-Za-z0-9])"
     r"|(sk-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}"  # a key has digits; sk-learn-... not
     r"|(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
@@ -49,7 +49,7 @@ _PEM = lazy(
 _GH_HEAD = lazy(r"gh[pousr]_")
 _SK_HEAD = lazy(r"(?<![A-Za-z0-9_-])sk-|" + _ESCAPE + "sk-")
 #: Where such a credential starts: a last token a cut leaves with one is dropped whole.
-_HEADS = "(?:hf_|gh[pousr]_|github_pat_|xox[abposr]-|sk-|A[KS]IA|eyJ)"
+_HEADS = "(?:hf_|gh[pousr]_|github_pat_|xox[abeprs]-|sk-|A[KS]IA|eyJ)"
 _TOKEN_HEAD = lazy(r"(?<![A-Za-z0-9_-])" + _HEADS + "|" + _ESCAPE + _HEADS)
 
 
