@@ -30,6 +30,7 @@ from obs.encode import MAX_WALK, REDACTED, is_secret_key, scrubbed_text, to_json
 from obs.errors import ConfigError
 from obs.render import CONTROL_FIELDS, MAX_LINE, JSONRenderer
 from obs.settings import load_settings
+from obs.severity import alert_stage
 
 Configure = Callable[..., Callable[[], list[dict[str, Any]]]]
 SECRET = "SECRET-MARKER-7f3a"
@@ -448,6 +449,7 @@ class TestControlFieldsSurvive:
         event=st.text(min_size=1, max_size=50),
     )
     @example(value="", event=":@")  # reads as a URL's empty password: scrubbed, by design
+    @example(value="", event="terminal_failure")  # the alert's stage: ERROR at any level
     def test_any_value_any_event(
         self, value: Any, event: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
@@ -459,7 +461,8 @@ class TestControlFieldsSurvive:
         lines = capsys.readouterr().err.splitlines()
         assert 1 == len(lines)
         record = json.loads(lines[0])
-        assert (scrubbed_text(event), "WARNING") == (record["event"], record["severity_text"])
+        level = "ERROR" if alert_stage(event) else "WARNING"  # an alert's name is raised
+        assert (scrubbed_text(event), level) == (record["event"], record["severity_text"])
         # The scrub redacts or leaves the event as logged; it never renames it otherwise.
         logged = event.encode("utf-8", "backslashreplace").decode("utf-8")
         assert record["event"] == logged or REDACTED in record["event"]
