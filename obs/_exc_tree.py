@@ -58,18 +58,20 @@ def is_group(exc: BaseException) -> bool:
 
 def notes(exc: BaseException, text: Callable[[object], str]) -> str:
     """The lines of ``exc.__notes__`` (each ``text``-ed: scrubbed and cut), as the stdlib
-    prints them; a ``__notes__`` that raises or is not a list shows what it is."""
+    prints them; a ``__notes__`` that raises (reading it, its length or its items) or is
+    not a list shows what it is."""
     try:
         raw = getattr(exc, "__notes__", None)
+        if raw is None:
+            return ""
+        if not isinstance(raw, (list, tuple)):
+            return f"{text(raw)}\n"
+        count = len(raw)
+        out = [f"{text(note)}\n" for note in raw[:MAX_NOTES]]
     except BaseException as err:
         return f"Ignored error getting __notes__: {text(type(err).__name__)}\n"
-    if raw is None:
-        return ""
-    if not isinstance(raw, (list, tuple)):
-        return f"{text(raw)}\n"
-    out = [f"{text(note)}\n" for note in raw[:MAX_NOTES]]
-    if len(raw) > MAX_NOTES:
-        out.append(f"[{len(raw) - MAX_NOTES} more notes]\n")
+    if count > MAX_NOTES:
+        out.append(f"[{count - MAX_NOTES} more notes]\n")
     return "".join(out)
 
 

@@ -11,35 +11,20 @@ __all__ = [
     "option_hint",
     "pair_hint",
     "secret_hint",
-    "token_hint",
 ]
 
 from obs._lazy_re import lazy
+from obs._tokens import token_hint
 
 #: Words one of which a secret-named key holds (a cheap test before the pair scan).
 _SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "cred",
                  "session", "jwt", "dsn", "bearer", "header", "_pat")  # fmt: skip
-#: ``ghp_``..., and ``sk-`` at a word's start: ``weights_`` and ``disk-`` hold ``gh``/``sk-``.
-_GH_HEAD = lazy(r"gh[pousr]_")
-_SK_HEAD = lazy(r"(?<![A-Za-z0-9_-])sk-")
 
 
 def credential_hint(text: str) -> bool:
     """False when :func:`~obs._secrets.scrub_credentials` would surely leave ``text`` as
     it is: a few C-level substring tests, so a plain value costs next to nothing."""
     return "@" in text or bearer_hint(text) or token_hint(text)
-
-
-def token_hint(text: str) -> bool:
-    """Whether ``text`` may hold a credential the scrubber's token and PEM patterns knows by its
-    shape: at least 20 characters, then a few C-level substring tests (each prefix holds
-    ``_``, ``-``, ``J`` or ``I``: a character search each rules most texts out)."""
-    return len(text) >= 20 and (  # one character first: memchr, fast on any text
-        ("_" in text and ("hf_" in text or "pat_" in text or ("gh" in text and _gh(text))))
-        or ("-" in text and (("sk-" in text and _sk(text)) or "xox" in text or "-----" in text))
-        or ("J" in text and "eyJ" in text)
-        or ("I" in text and "IA" in text and ("AKIA" in text or "ASIA" in text))
-    )
 
 
 def bearer_hint(text: str) -> bool:
@@ -93,11 +78,3 @@ def option_hint(text: str) -> bool:
         text[0] == "-" or " -" in text or "'-" in text or '"-' in text or "\n-" in text
         or "\t-" in text or ("\\" in text and ("\\t-" in text or "\\n-" in text))
     )  # fmt: skip
-
-
-def _gh(text: str) -> bool:
-    return _GH_HEAD.search(text) is not None
-
-
-def _sk(text: str) -> bool:
-    return _SK_HEAD.search(text) is not None

@@ -51,7 +51,6 @@ from obs._secret_hints import (
     option_hint,
     pair_hint,
     secret_hint,
-    token_hint,
 )
 from obs._secret_names import (
     MAX_KEY,
@@ -65,8 +64,7 @@ from obs._secret_names import (
     secret_words,
     separators_dropped,
 )
-
-REDACTED = "[REDACTED]"
+from obs._tokens import REDACTED, scrub_tokens, token_head, token_hint
 
 #: ``scheme://user:password@host``: the password part of a URL's userinfo.
 #: ``user:password@`` with or without a scheme; the password runs to the last ``@`` of
@@ -124,25 +122,6 @@ _COOKIE_HEADER = lazy(
 #: a message): the same four characters :func:`bearer_hint` looks for first. A scheme's
 #: name is not a credential (``basic Bearer x``: the token is the second one's).
 _BEARER = lazy(r"(?i)\b(bearer|basic)[ \t\r\n]+(?!(?:bearer|basic)\b)[a-z0-9._~+/=-]{6,}")
-#: A credential told by its shape alone, with no name before it: a vendor's fixed prefix
-#: (group 1..7, kept) and a long random body (Hugging Face, GitHub, Slack, OpenAI and
-#: Anthropic, an AWS access key id, a JWT's header, payload and signature). A prefix
-#: inside a longer word or a run of ``-``/``_`` is no start: each run is one try (linear).
-_TOKEN = lazy(
-    r"(?<![A-Za-z0-9_-])(?:(hf_)[A-Za-z0-9]{30,}|(gh[pousr]_)[A-Za-z0-9]{30,}"
-    r"|(github_pat_)[A-Za-z0-9_]{30,}|(xox[abposr]-)[A-Za-z0-9-]{15,}"
-    r"|(A[KS]IA)[0-9A-Z]{16}(?![A-Za-z0-9])"
-    r"|(sk-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}"  # a key has digits; sk-learn-... not
-    r"|(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
-)
-#: A PEM private key (``-----BEGIN RSA PRIVATE KEY-----``): its body, to its END line or,
-#: cut short, to the end of the text.
-_PEM = lazy(
-    r"(-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)[\s\S]*?"
-    r"(-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)"
-)
-#: Where such a credential starts: a last token a cut leaves with one is dropped whole.
-_TOKEN_HEAD = lazy(r"(?<![A-Za-z0-9_-])(?:hf_|gh[pousr]_|github_pat_|xox[abposr]-|sk-|A[KS]IA|eyJ)")
 
 
 _SECRET_CACHE: dict[str, bool] = {}
@@ -339,17 +318,8 @@ def scrub_credentials(text: str) -> str:
     if bearer_hint(text):
         text = _BEARER.sub(rf"\1 {REDACTED}", text)
     if token_hint(text):
-        text = _PEM.sub(rf"\1{REDACTED}\2", _TOKEN.sub(_token, text))
+        text = scrub_tokens(text)
     return text
-
-
-def _token(match: re.Match[str]) -> str:
-    """A credential known by its shape: its prefix kept (which kind it was), the rest gone."""
-    return f"{match[match.lastindex or 0]}{REDACTED}"
-
-
-def _pem(match: re.Match[str]) -> str:
-    return f"{match[1]}{REDACTED}{match[2]}"
 
 
 def _url_token(match: re.Match[str]) -> str:
@@ -378,7 +348,7 @@ def cut_tail(text: str) -> str:
         return text[:start]
     if token and text[max(start - 8, 0) : start].rstrip().lower().endswith(("bearer", "basic")):
         return text[:start]
-    if ("_" in token or "-" in token or "J" in token or "I" in token) and _TOKEN_HEAD.search(token):
+    if ("_" in token or "-" in token or "J" in token or "I" in token) and token_head(token):
         return text[:start]  # ``hf_AbC``: a token's head, too short for its shape now
     return text
 
@@ -421,7 +391,7 @@ def _budgeted_credentials(text: str) -> str:
     if bearer_hint(text):
         text = _sub(_BEARER, text, _bearer)
     if token_hint(text):
-        text = _sub(_PEM, _sub(_TOKEN, text, _token), _pem)
+        text = scrub_tokens(text, _sub)
     return text
 
 

@@ -116,6 +116,47 @@ def test_hostile_notes_and_members_never_raise() -> None:
     assert "bad group" in trace
 
 
+class _RaisingList(list):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        raise RuntimeError("len is broken")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise RuntimeError("getitem is broken")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("iter is broken")
+
+
+class _RaisingTuple(tuple):  # type: ignore[type-arg]
+    __slots__ = ()
+
+    def __getitem__(self, index: Any) -> Any:
+        raise RuntimeError("getitem is broken")
+
+
+@given(
+    kind=st.sampled_from(["list", "tuple"]),
+    grouped=st.booleans(),
+)
+@settings(max_examples=10, deadline=None)
+def test_a_notes_list_whose_methods_raise_keeps_the_trace(kind: str, grouped: bool) -> None:
+    """A ``__notes__`` list (or tuple) whose ``len``/indexing raises costs its notes only:
+    the exception's type, message and traceback are still shown, as the stdlib shows an
+    error getting ``__notes__`` (failed before: the whole exception became ``unknown``
+    with no stack trace)."""
+    exc = ValueError("workspace lost")
+    notes = _RaisingList(["n"]) if kind == "list" else _RaisingTuple(("n",))
+    exc.__notes__ = notes  # type: ignore[attr-defined]
+    shown: BaseException = ExceptionGroup("ranks", [exc]) if grouped else exc
+    fields = format_exception(_raised(shown))
+    assert fields is not None
+    assert fields["exception.type"] == ("ExceptionGroup" if grouped else "ValueError")
+    bar = "| " if grouped else ""  # a member's lines are boxed
+    trace = fields["exception.stacktrace"]
+    assert f"{bar}ValueError: workspace lost\n{bar}Ignored error getting __notes__" in trace
+    assert "in _raise" in trace
+
+
 def test_a_huge_tree_is_bounded() -> None:
     wide = ExceptionGroup("wide", [ValueError(f"m{i}") for i in range(10_000)])
     deep: BaseException = ValueError("leaf")

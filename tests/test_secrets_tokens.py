@@ -203,3 +203,61 @@ def test_otlp_and_every_sink_carry_no_token(tmp_path: Path) -> None:
     (alert,) = [r for r in records if r["event_name"] == "workspace_terminal_failure"]
     assert alert["attributes"]["event"] == "workspace_terminal_failure"
     assert "401 for token hf_[REDACTED]" == alert["attributes"]["last_error_message"]
+
+
+#: What may stand right before a token in text obs is handed: an escape written as text
+#: (JSON's ``\n``/``\t``/``\u0022``, a repr's ``\x1b``, a URL's ``%20``/``%0A``) or a
+#: terminal colour (a captured subprocess' output). None is a word the prefix continues.
+ESCAPES = st.one_of(
+    st.sampled_from(
+        ["\\n", "\\t", "\\r", "\\b", "\\f", "\\u0022", "\\u00a0", "\\x1b", "\\U0001f600"]
+    ),
+    st.sampled_from(["0A", "0a", "20", "22", "2C", "3D", "3d", "09"]).map(lambda h: f"%{h}"),
+    st.lists(st.sampled_from("0123456789;"), max_size=16).map(lambda p: f"\x1b[{''.join(p)}m"),
+)
+
+
+@given(
+    kind=st.sampled_from(sorted(TOKENS)),
+    escape=ESCAPES,
+    before=st.sampled_from(["", "x", "line1", "got: "]),
+    after=st.sampled_from(["", "\\n", "%20", "\x1b[0m", " ok"]),
+    keep=st.integers(1, 20),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_token_after_an_escape_is_redacted(
+    kind: str, escape: str, before: str, after: str, keep: int
+) -> None:
+    """A token right after an escape written as text, or a colour code, is redacted as one
+    after a blank is (failed before: ``line1\\nhf_...`` was written as logged, the ``n``
+    taken for a word the prefix continues); cut inside it, its head is dropped."""
+    prefix, body = TOKENS[kind]
+    text = f"{before}{escape}{prefix}{body}{after}"
+    for scrub in (scrub_text, scrub_credentials):
+        shown = scrub(text)
+        assert _secret_part(kind) not in shown
+        assert shown == scrub(shown)
+    head = f"{before}{escape}"
+    cut = f"{head}{prefix}{body}"[: len(head) + len(prefix) + keep]
+    assert f"{prefix}{body[:keep]}" not in scrub_text(cut_tail(cut))
+
+
+def test_a_token_after_an_escape_on_every_route() -> None:
+    """A JSON-escaped line break, a percent-encoded blank or a colour before a token, in an
+    event, a value and a %-arg: no line carries it (failed before)."""
+    token = "".join(TOKENS["hf"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "f.jsonl"
+        try:
+            obs.configure(format="json", sdk_disabled=True, file=str(path), stream="none")
+            log, event = obs.get_logger("app"), f"got\\n{token}"
+            log.info(event)
+            log.info("loaded", v=f"line1\\n{token}", w=f"a%20{token}", c=f"\x1b[33m{token}")
+            log.info("loaded %s", f"\\u0022{token}\\u0022")
+            obs.flush(5)
+            text = path.read_text(encoding="utf-8")
+        finally:
+            obs.testing.reset()
+    assert len(text.splitlines()) == 3
+    assert BODY[:20] not in text
+    assert text.count("hf_[REDACTED]") == 6  # the event and its body, three values, a body
