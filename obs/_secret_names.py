@@ -166,13 +166,19 @@ NAME_HINTS = ("pass", "pwd", "secret", "cookie", "cred", "auth", "bearer", "key"
 
 
 def hinted(low: str) -> bool:
-    """Whether ``low`` (a lower-cased name) holds any of :data:`NAME_HINTS`."""
+    """Whether ``low`` (a lower-cased name) holds any of :data:`NAME_HINTS`: each searched
+    for only where one of its letters is (a character search, memchr: a long name without
+    ``k``, ``p``, ``h``, ``c``, ``s``, ``j`` or ``b`` costs 7 of those, not 14 substring
+    searches of 1 ns a character)."""
     return (
-        "key" in low or "token" in low or "pass" in low or "auth" in low or "secret" in low
-        or "pwd" in low or "cookie" in low or "session" in low or "pat" in low
-        or "header" in low or "cred" in low or "bearer" in low or "jwt" in low
-        or "dsn" in low
-    )  # fmt: skip
+        ("k" in low and ("key" in low or "token" in low or "cookie" in low))
+        or ("p" in low and ("pass" in low or "pwd" in low or "pat" in low))
+        or ("h" in low and ("auth" in low or "header" in low))
+        or ("c" in low and ("secret" in low or "cred" in low))
+        or ("s" in low and ("session" in low or "dsn" in low))
+        or ("j" in low and "jwt" in low)
+        or ("b" in low and "bearer" in low)
+    )
 
 
 def alnum(low: bytes, short: bool) -> bool:

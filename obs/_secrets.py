@@ -44,6 +44,14 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from obs._lazy_re import lazy
+from obs._secret_hints import (
+    bearer_hint,
+    credential_hint,
+    has_separator,
+    option_hint,
+    pair_hint,
+    secret_hint,
+)
 from obs._secret_names import (
     MAX_KEY,
     SECRET_LAST_WORDS,
@@ -110,9 +118,6 @@ _COOKIE_HEADER = lazy(
     r"(\s*+(?:\\+[ntr]\s*+)*+\\*['\"]?\s*+(?:\\+[ntr]\s*+)*+:[:=]*+\s*+(?:\\+[ntr][ \t]*)*+)"
     r"(?!\[REDACTED\]|\\*['\"])([^\r\n'\"]*[^\s'\"])"  # a quoted value: a pair's
 )
-#: Words one of which a secret-named key holds (a cheap test before the pair scan).
-_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cookie", "cred",
-                 "session", "jwt", "dsn", "bearer", "header", "_pat")  # fmt: skip
 #: The scheme and its credential are apart by blanks (HTTP's SP; a tab or line break in
 #: a message): the same four characters :func:`bearer_hint` looks for first. A scheme's
 #: name is not a credential (``basic Bearer x``: the token is the second one's).
@@ -120,6 +125,9 @@ _BEARER = lazy(r"(?i)\b(bearer|basic)[ \t\r\n]+(?!(?:bearer|basic)\b)[a-z0-9._~+
 
 
 _SECRET_CACHE: dict[str, bool] = {}
+#: Names past MAX_KEY, by their ends (what decides them): 16 dicts of 256 long keys were
+#: judged anew each call, 7 us a key.
+_LONG_CACHE: dict[str, bool] = {}
 
 
 def is_secret_name(key: str) -> bool:
@@ -131,7 +139,14 @@ def is_secret_name(key: str) -> bool:
     hit = _SECRET_CACHE.get(key)
     if hit is None:
         short = len(key) <= MAX_KEY
-        low = key.lower() if short else f"{key[:MAX_KEY]}\0{key[-MAX_KEY:]}".lower()
+        if short:
+            low = key.lower()
+        else:  # decided by its ends alone: kept under them (a long key is not kept)
+            ends = f"{key[:MAX_KEY]}\0{key[-MAX_KEY:]}"
+            hit = _LONG_CACHE.get(ends)
+            if hit is not None:
+                return hit
+            low = ends.lower()
         has_hint = hinted(low)
         if not has_hint and low.isascii() and alnum(low.encode(), short):
             hit = False  # no hint, and nothing the normaliser drops could hide one
@@ -149,67 +164,11 @@ def is_secret_name(key: str) -> bool:
                 hit = secret_words(key_words(key)) or (
                     not short and secret_words(key_words(key[-MAX_KEY:]))  # its end too
                 )
-        if short:
-            if len(_SECRET_CACHE) >= 8192:
-                _SECRET_CACHE.clear()  # names repeat: the ones in use come back at once
-            _SECRET_CACHE[key] = hit
+        cache, key = (_SECRET_CACHE, key) if short else (_LONG_CACHE, ends)
+        if len(cache) >= (8192 if short else 1024):
+            cache.clear()  # names repeat: the ones in use come back at once
+        cache[key] = hit
     return hit
-
-
-def credential_hint(text: str) -> bool:
-    """False when :func:`scrub_credentials` would surely leave ``text`` as it is: a few
-    C-level substring tests, so a plain value costs next to nothing."""
-    return "@" in text or bearer_hint(text) or token_hint(text)
-
-
-def bearer_hint(text: str) -> bool:
-    """Whether ``text`` may hold a bearer/basic credential: a blank and a ``b`` first (a
-    character search each, cheap on any text), then the schemes' letters (dearer)."""
-    return (
-        len(text) >= 12  # "basic" + a blank + 6 token characters, the shortest match
-        and (" " in text or "\t" in text or "\n" in text or "\r" in text)
-        and ("b" in text or "B" in text)  # a character search: skips most long texts
-        and ("earer" in text or "asic" in text or "EARER" in text or "ASIC" in text)
-    )
-
-
-def pair_hint(text: str) -> bool:
-    """False when :func:`scrub_text`'s pair scan would surely leave ``text`` as it is: no
-    pair separator, or no secret word and no percent escape, which may spell one
-    (``to%6Ben=x``; C-level tests, the lowering only past a separator)."""
-    if has_separator(text):
-        low = text.lower()
-        for hint in _SECRET_HINTS:  # a loop, not any(genexpr): a third less per text
-            if hint in low:
-                return True
-        return "%" in text and _ESCAPE.search(text) is not None
-    return False
-
-
-#: A percent escape (``%5F``): a name may be spelled with them (``api%5Fkey``).
-_ESCAPE = lazy(r"%[0-9A-Fa-f]{2}")
-
-
-def has_separator(text: str) -> bool:
-    """Whether ``text`` has what separates a pair's name from its value: ``=``, ``:``, a
-    quoted name's ``,``, a percent-encoded one (``%3D``), or a command-line option (``-``
-    first or after a blank, a quote or a line break: ``'--hf-token x'`` in a repr)."""
-    return (
-        "=" in text
-        or ":" in text
-        or "," in text
-        or ("%" in text and ("%3" in text or "%2" in text))  # encoded: ``api_key%3Dx``
-        or ("-" in text and option_hint(text))  # one char first: memchr
-    )
-
-
-def option_hint(text: str) -> bool:
-    """Whether ``text`` (which holds a ``-``) may hold a command-line option: a ``-`` first
-    or after a blank, a quote, a line break or an escaped one (``b'\\t--hf-token x'``)."""
-    return (
-        text[0] == "-" or " -" in text or "'-" in text or '"-' in text or "\n-" in text
-        or "\t-" in text or ("\\" in text and ("\\t-" in text or "\\n-" in text))
-    )  # fmt: skip
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
@@ -280,8 +239,13 @@ def _sub(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str]], st
     """``pattern.sub(repl, text)``, each match spending a step of the open call's budget."""
     parts: list[str] = []
     done = 0
+    budget = _BUDGET  # _step, inlined
+    bounded = budget.chars is not None
     for match in pattern.finditer(text):
-        _step()
+        if bounded:
+            if budget.steps <= 0:
+                raise _Spent
+            budget.steps -= 1
         parts.append(text[done : match.start()])
         parts.append(repl(match))
         done = match.end()
@@ -321,13 +285,18 @@ def _auth_pairs(text: str, repl: Callable[[re.Match[str]], str]) -> str:
     after a name cost 350 instructions a character)."""
     parts: list[str] = []
     done = pos = 0
+    budget = _BUDGET  # _step, inlined
+    bounded = budget.chars is not None
     while (word := _AUTH_WORD.search(text, pos)) is not None:
         start = _name_start(text, word.start())
         found = _AUTH_PAIR.match(text, start) if start >= pos else None
         if found is None:  # no other name starts in this run: past it
             pos = _NAME_RUN.match(text, word.end()).end()  # type: ignore[union-attr]
             continue
-        _step()
+        if bounded:
+            if budget.steps <= 0:
+                raise _Spent
+            budget.steps -= 1
         parts.append(text[done:start])
         parts.append(repl(found))
         done = pos = found.end()
@@ -439,11 +408,12 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     ``keep``: pair values that stay (:func:`scrub_name`'s placeholders).
     """
     budget = _BUDGET
-    if budget.chars is not None and has_separator(text):
+    pairs = has_separator(text)  # pair_hint, its first test once
+    if pairs and budget.chars is not None:
         budget.scan -= len(text)  # a log call's value: the hint below within its budget
         if budget.scan < 0:
             return REDACTED
-    pairs = pair_hint(text)
+    pairs = pairs and secret_hint(text)
     if not (pairs or credential_hint(text)):
         return text
     if budget.chars is not None:  # and the scrub
@@ -613,8 +583,13 @@ def _redact_pairs(text: str, keep: re.Pattern[str] | None = None) -> str:
     parts: list[str] = []
     done = pos = 0
     skip = _NOT_NAME.match  # no name starts at a blank or a delimiter: skipped in C
+    budget = _BUDGET  # _step, inlined: a step is spent per name
+    bounded = budget.chars is not None
     while (name := _PAIR_NAME.search(text, skip(text, pos).end())) is not None:  # type: ignore[union-attr]
-        _step()
+        if bounded:
+            if budget.steps <= 0:
+                raise _Spent
+            budget.steps -= 1
         pos = name.end()
         found = name[1] or name[3]  # a pair's name, or an option's
         if (

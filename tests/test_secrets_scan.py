@@ -10,7 +10,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from obs import _secrets
+from obs import _secret_names, _secrets
 from obs._secrets import REDACTED
 
 #: Pieces whose joins make the scans' hard cases: names that hold ``auth`` or end in it,
@@ -71,3 +71,50 @@ class TestPairNameSkips:
         """A text with no ``=``, ``:``, ``,`` or ``-`` holds no pair name at all."""
         bare = text.translate(str.maketrans("", "", "=:,-"))
         assert _secrets._PAIR_NAME.search(bare) is None
+
+
+def _hinted_everywhere(low: str) -> bool:
+    """The name-hint test as it was: every hint searched for in the whole name."""
+    return any(hint in low for hint in _secret_names.NAME_HINTS)
+
+
+#: Names made of hint words, their letters alone and other letters (``ab1``: a long name
+#: without the letters that gate the searches).
+NAME_PIECES = [*_secret_names.NAME_HINTS, "k", "p", "h", "c", "s", "j", "b", "y", "e", "ab1",
+               "_", "-", "x" * 40, "\0"]  # fmt: skip
+
+
+class TestNameHints:
+    @settings(max_examples=400)
+    @given(st.lists(st.sampled_from(NAME_PIECES), max_size=30).map("".join))
+    def test_gated_searches_find_what_searching_everywhere_finds(self, low: str) -> None:
+        """``hinted`` (a hint searched only where one of its letters is) answers as
+        searching for every hint in the whole name does."""
+        assert _hinted_everywhere(low) == _secret_names.hinted(low)
+
+
+LONG_PIECES = ["api", "Api", "Key", "key", "_", "token", "Token", "max", "Num", "x" * 100, "7"]
+
+
+class TestLongNames:
+    @settings(max_examples=100)
+    @given(st.lists(st.sampled_from(LONG_PIECES), min_size=8, max_size=40).map("".join))
+    def test_a_long_name_decided_from_the_cache_as_anew(self, name: str) -> None:
+        """A name past MAX_KEY is decided by its ends, kept under them: asked again (its
+        lower-cased twin in between, which its camelCase may split otherwise) it gets the
+        answer a fresh decision gives."""
+        name = name.rjust(_secret_names.MAX_KEY + 1, "x")
+        twin = name.lower()
+        _secrets._LONG_CACHE.clear()
+        fresh = _secrets.is_secret_name(name)
+        _secrets._LONG_CACHE.clear()
+        fresh_twin = _secrets.is_secret_name(twin)
+        _secrets._LONG_CACHE.clear()
+        assert (fresh, fresh_twin, fresh) == tuple(map(_secrets.is_secret_name, (name, twin, name)))
+
+    def test_camel_case_decides_a_long_name_each_time(self) -> None:
+        """``...xApiKey`` is secret and ``...xapikey`` is not, asked in any order, twice."""
+        secret, plain = "x" * 300 + "ApiKey", "x" * 300 + "apikey"
+        assert [True, False, True, False] == [
+            _secrets.is_secret_name(n) for n in (secret, plain, secret, plain)
+        ]
