@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from typing import Any
@@ -57,6 +58,12 @@ def _best_of(call: Any, rounds: int = 3) -> float:
     return best
 
 
+def _limit() -> float:
+    """10x the 5 ms budget; twice that while coverage traces every line (CI's run: the
+    tail-secret shapes read 51 ms there, ~20 ms without it; the unbounded walk took 0.5 s)."""
+    return 0.1 if sys.gettrace() is not None else 0.05
+
+
 def _assert_bounded_and_clean(kwargs: dict[str, Any]) -> None:
     """``log.error(workspace_terminal_failure, n=1, **kwargs)`` three times: each within
     10x the 5 ms budget on a loaded machine, the event intact, no secret written."""
@@ -71,7 +78,7 @@ def _assert_bounded_and_clean(kwargs: dict[str, Any]) -> None:
                 lines = [json.loads(x) for x in fh]
         finally:
             obs.testing.reset()
-    assert cost < 0.05, f"{cost * 1e3:.1f} ms"
+    assert cost < _limit(), f"{cost * 1e3:.1f} ms"
     assert len(lines) == 3
     for line in lines:
         assert (line["event"], line["n"]) == ("workspace_terminal_failure", 1)
@@ -133,7 +140,7 @@ def test_a_call_of_names_that_hold_pairs_is_bounded() -> None:
                 lines = [json.loads(x) for x in fh]
         finally:
             obs.testing.reset()
-    assert cost < 0.05, f"{cost * 1e3:.1f} ms"
+    assert cost < _limit(), f"{cost * 1e3:.1f} ms"
     for line in lines:
         assert SECRET not in json.dumps(line)
         shown = [v for k, v in line.items() if k.startswith(("token=", "[REDACTED]"))]
@@ -210,7 +217,7 @@ def test_a_long_event_name_is_cut_before_it_is_scanned(unit: str, size: int) -> 
                 lines = [json.loads(x) for x in fh]
         finally:
             obs.testing.reset()
-    assert cost < 0.05, f"{cost * 1e3:.1f} ms"
+    assert cost < _limit(), f"{cost * 1e3:.1f} ms"
     assert len(lines) == 3
     for line in lines:
         assert line["n"] == 1
