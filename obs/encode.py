@@ -40,6 +40,7 @@ __all__ = [
     "to_otel_value",
 ]
 
+import contextlib
 import dataclasses
 import itertools
 import traceback
@@ -244,10 +245,24 @@ def _safe_str(obj: object, limit: int = MAX_STR, scrub: Callable[[str], str] | N
 
 
 def _exc_text(exc: BaseException) -> str:
-    args = exc.args
-    if len(args) == 1 and isinstance(args[0], str):
-        return _scrub_cut(str.__str__(args[0]), MAX_STR, scrub_text)
+    """``str(exc)``, as the stdlib prints it (``KeyError: 'k'``), bounded for the builtin
+    formats; a class whose own ``__str__`` raises is shown by its one argument."""
+    args, own = exc.args, type(exc).__str__
+    if own is not _BASE_STR and own is not _KEY_STR:
+        with contextlib.suppress(BaseException):  # if its own text fails: its argument's
+            return str(exc)
+    if len(args) == 1:
+        arg = args[0]
+        if own is _KEY_STR:
+            return safe_repr(arg, MAX_STR)
+        if issubclass(type(arg), str):
+            return _scrub_cut(str.__str__(arg), MAX_STR, scrub_text)
+        if not issubclass(type(arg), BaseException):
+            return _safe_str(arg)
     return str(exc)
+
+
+_BASE_STR, _KEY_STR = BaseException.__str__, KeyError.__str__
 
 
 def error_text(exc: BaseException, limit: int = 2000) -> str:
@@ -533,8 +548,10 @@ def format_exception(value: object) -> dict[str, str] | None:
             if etype.__module__ not in ("builtins", "__main__")
             else etype.__qualname__
         )
-        arg = exc.args[0] if len(exc.args) == 1 else exc
-        message = _plain_str(arg, MAX_STR, scrub_text) if isinstance(arg, str) else _safe_str(arg)
+        try:
+            message = _plain_str(_exc_text(exc), MAX_STR, scrub_text)
+        except BaseException:
+            message = f"<exception str() failed: {safe_repr(exc, 200)}>"
         # The trace's pieces, within a quarter of a log call's budget (the whole trace is
         # scrubbed again below, for pairs across lines): past it, a piece is [REDACTED].
         budget = open_budget(SCRUB_CHARS // 4)
@@ -544,7 +561,7 @@ def format_exception(value: object) -> dict[str, str] | None:
             close_budget(budget)
         return {
             "exception.type": _plain_str(name, MAX_KEY, scrub_text),
-            "exception.message": scrub_text(message.removeprefix(f"{etype.__name__}: ")),
+            "exception.message": message,
             "exception.stacktrace": _plain_str(trace, MAX_STACK, scrub_text),
         }
     except BaseException as err:

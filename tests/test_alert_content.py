@@ -95,7 +95,7 @@ class TestAlertDedupContent:
         log = obs.get_logger("app")
         for message in ("k1", "k2", "k2"):
             _raise_and_log(message, log)
-        assert ["k1", "k2"] == [x["exception.message"] for x in _alerts(tmp_path / "f.jsonl")]
+        assert ["'k1'", "'k2'"] == [x["exception.message"] for x in _alerts(tmp_path / "f.jsonl")]
 
     @settings(max_examples=30)
     @given(messages=st.lists(st.text(max_size=8), min_size=1, max_size=5))

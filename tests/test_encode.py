@@ -282,7 +282,7 @@ class TestFormatException:
         except KeyError:
             fields = format_exception(True)
         assert fields is not None
-        assert ("KeyError", "missing") == (fields["exception.type"], fields["exception.message"])
+        assert ("KeyError", "'missing'") == (fields["exception.type"], fields["exception.message"])
         assert "in _raise" in fields["exception.stacktrace"]
         assert fields["exception.stacktrace"].startswith("Traceback (most recent call last):")
 

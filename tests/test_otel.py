@@ -379,7 +379,7 @@ class TestMapping:
             sink(None, "error", {"event": "failed", "severity_number": 17, "exc_info": True})
         assert sink.force_flush(2.0)
         attrs = dict(exported(exporter)[0].log_record.attributes or {})
-        assert ("KeyError", "missing") == (attrs["exception.type"], attrs["exception.message"])
+        assert ("KeyError", "'missing'") == (attrs["exception.type"], attrs["exception.message"])
         assert '{}["missing"]' in str(attrs["exception.stacktrace"])
         assert "exc_info" not in attrs
 

@@ -330,7 +330,7 @@ class TestInTheChain:
         except KeyError:
             obs.get_logger("t").exception("lookup_failed")
         (record,) = read()
-        assert ("KeyError", "k", True) == (
+        assert ("KeyError", "'k'", True) == (
             record["exception.type"],
             record["exception.message"],
             "Traceback (most recent call last)" in record["exception.stacktrace"],
