@@ -14,10 +14,12 @@ __all__ = [
     "MAX_SHOWN",
     "MAX_TB",
     "MAX_WIDTH",
+    "SPENT_ROOM",
     "ExcInfo",
     "Tree",
     "chain_rest",
     "exc_tuple",
+    "frame_lines",
     "innermost",
     "is_group",
     "members",
@@ -26,9 +28,12 @@ __all__ = [
 
 import builtins
 import sys
+import traceback
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
+
+from obs._secrets import budget_refused
 
 #: Notes shown after an exception's line.
 MAX_NOTES = 16
@@ -42,6 +47,11 @@ MAX_SHOWN = 64
 MAX_TB = 50
 MAX_FRAMES = 200
 
+#: What a trace may still show once the log call's scrub budget has run out on a piece
+#: (every piece that may hold a credential is ``[REDACTED]`` from there on): a few more
+#: lines, not thousands of ``[REDACTED]`` notes, each of which cost its scrub's setup.
+SPENT_ROOM = 1024
+
 _RULE = "+------------------------------------\n"
 _MORE = "+---------------- ... ----------------\n"
 
@@ -49,7 +59,7 @@ _MORE = "+---------------- ... ----------------\n"
 class Tree:
     """What one trace may still show: exceptions and frames left to format, the group
     depth, and ``room``: characters left before the cut (what lies past it is not made,
-    or scrubbed)."""
+    or scrubbed), :data:`SPENT_ROOM` at most once the scrub budget ran out."""
 
     __slots__ = ("depth", "frames", "left", "room")
 
@@ -77,6 +87,8 @@ class Tree:
         """``text`` appended to ``out``, spending room; False once none is left."""
         out.append(text)
         self.room -= len(text)
+        if self.room > SPENT_ROOM and budget_refused():
+            self.room = SPENT_ROOM
         return self.room > 0
 
 
@@ -91,6 +103,44 @@ def innermost(tb: TracebackType | None, limit: int) -> TracebackType | None:
     for entry in reversed(kept):
         copy = TracebackType(copy, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return copy
+
+
+#: Repeats of one frame a traceback shows before ``[Previous line repeated N more times]``
+#: (the stdlib's cutoff).
+_REPEATS = 3
+
+
+def frame_lines(tb: TracebackType | None) -> list[str]:
+    """``traceback.format_list(traceback.extract_tb(tb))``, the frames a run of repeats hides
+    neither extracted nor formatted: 3.11 finds every frame's code position and carets
+    first (a recursion's 50 innermost frames cost 50 of each, for 3 lines shown)."""
+    out: list[str] = []
+    run: list[TracebackType] = []
+    last: tuple[str, int, str] | None = None
+    count = 0
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        key = (code.co_filename, tb.tb_lineno, code.co_name)  # what the stdlib compares
+        if key != last:
+            _run_lines(out, run, count)
+            last, run, count = key, [], 0
+        count += 1
+        if count <= _REPEATS:
+            run.append(tb)
+        tb = tb.tb_next
+    _run_lines(out, run, count)
+    return out
+
+
+def _run_lines(out: list[str], run: list[TracebackType], count: int) -> None:
+    """The formatted frames of one run of repeats, and how many more it holds."""
+    copy = None
+    for entry in reversed(run):
+        copy = TracebackType(copy, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    out.extend(traceback.format_list(traceback.extract_tb(copy)))
+    if count > _REPEATS:
+        more = count - _REPEATS
+        out.append(f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]\n")
 
 
 def is_group(exc: BaseException) -> bool:

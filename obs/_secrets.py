@@ -22,6 +22,7 @@ __all__ = [
     "SECRET_PAIRS",
     "SECRET_WORDS",
     "bearer_hint",
+    "budget_refused",
     "close_budget",
     "credential_hint",
     "cut_head",
@@ -173,10 +174,11 @@ def is_secret_name(key: str) -> bool:
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
 #: text that may hold a credential, and matches looked at one by one (pair names, userinfo
-#: tokens, bearer credentials; about a microsecond each). A few milliseconds at the
-#: scrubber's worst, far more than an ordinary call's values hold.
+#: tokens, bearer credentials; 2 to 4 microseconds each, the search up to it included). A
+#: few milliseconds at the scrubber's worst, far more than an ordinary call's values hold.
+#: Fewer steps redact more of a huge value, never less: past them the text is [REDACTED].
 SCRUB_CHARS = 32 * 1024
-SCRUB_STEPS = 1024
+SCRUB_STEPS = 512
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
 SCRUB_SCAN = 128 * 1024
@@ -197,12 +199,17 @@ class _Budget(threading.local):
     scan: int = 0
     decode: int = 0
     names: int = 0
+    #: Whether a text was ``[REDACTED]`` whole because the budget ran out.
+    refused: bool = False
 
 
 _BUDGET = _Budget()
 
 
-def open_budget(chars: int = SCRUB_CHARS) -> tuple[int | None, int, int, int, int]:
+_Saved = tuple[int | None, int, int, int, int, bool]
+
+
+def open_budget(chars: int = SCRUB_CHARS) -> _Saved:
     """Bound what :func:`scrub_text` spends until :func:`close_budget` (one log call's
     values): past :data:`SCRUB_CHARS` a text that may hold a credential is ``[REDACTED]``
     whole, past :data:`SCRUB_STEPS` matches the rest of the text being scrubbed is. Never a
@@ -210,16 +217,21 @@ def open_budget(chars: int = SCRUB_CHARS) -> tuple[int | None, int, int, int, in
     Returns what :func:`close_budget` puts back (a call inside a call keeps its own).
     ``chars``: a smaller budget, for a text scrubbed again whole after its pieces."""
     budget = _BUDGET
-    saved = budget.chars, budget.steps, budget.scan, budget.decode, budget.names
+    saved = (budget.chars, budget.steps, budget.scan, budget.decode, budget.names, budget.refused)
     budget.chars, budget.steps, budget.scan = chars, SCRUB_STEPS, SCRUB_SCAN
-    budget.decode, budget.names = SCRUB_DECODE, SCRUB_NAMES
+    budget.decode, budget.names, budget.refused = SCRUB_DECODE, SCRUB_NAMES, False
     return saved
 
 
-def close_budget(saved: tuple[int | None, int, int, int, int]) -> None:
+def close_budget(saved: _Saved) -> None:
     """End the budget :func:`open_budget` opened."""
     budget = _BUDGET
-    budget.chars, budget.steps, budget.scan, budget.decode, budget.names = saved
+    budget.chars, budget.steps, budget.scan, budget.decode, budget.names, budget.refused = saved
+
+
+def budget_refused() -> bool:
+    """Whether the open call's budget ran out on a text (it was ``[REDACTED]`` whole)."""
+    return _BUDGET.refused
 
 
 class _Spent(Exception):
@@ -412,12 +424,14 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     if pairs and budget.chars is not None:
         budget.scan -= len(text)  # a log call's value: the hint below within its budget
         if budget.scan < 0:
+            budget.refused = True
             return REDACTED
     pairs = pairs and secret_hint(text)
     if not (pairs or credential_hint(text)):
         return text
     if budget.chars is not None:  # and the scrub
         if len(text) > budget.chars:
+            budget.refused = True
             return REDACTED
         budget.chars -= len(text)
     try:
@@ -427,6 +441,7 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
             if "%" in text:  # an encoded separator (``%3D``, ``%253D``) or name (``api%5Fkey``)
                 text = _scrub_encoded(text, keep)
     except _Spent:
+        budget.refused = True
         return REDACTED
     return text
 

@@ -43,13 +43,21 @@ __all__ = [
 import contextlib
 import dataclasses
 import itertools
-import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, MappingView
 from operator import length_hint
 from typing import TYPE_CHECKING, Any
 
-from obs._exc_tree import MAX_FRAMES, Tree, chain_rest, exc_tuple, is_group, members, notes
+from obs._exc_tree import (
+    MAX_FRAMES,
+    Tree,
+    chain_rest,
+    exc_tuple,
+    frame_lines,
+    is_group,
+    members,
+    notes,
+)
 from obs._fields import CONTROL_SET, user_name
 from obs._labels import loki_safe
 from obs._repr import BOUNDED as _REPR
@@ -83,7 +91,9 @@ MAX_ITEMS = 256
 MAX_WALK = 2048
 #: Exceptions of a ``__cause__``/``__context__`` chain that are formatted.
 MAX_CHAIN = 8
-MAX_STACK = 64 * 1024
+#: What ``exception.stacktrace`` shows: as much as any text field (the Redactor cut a longer
+#: trace to it, after it was made and scrubbed twice).
+MAX_STACK = MAX_STR
 _INT64 = (-(2**63), 2**63 - 1)
 _SCALARS = (str, bool, int, float, type(None))
 
@@ -512,7 +522,7 @@ def _format_one(exc: BaseException, tree: Tree) -> str:
         out.append(f"{'Exception Group ' if group else ''}Traceback (most recent call last):\n")
         if shown is None:
             out.append(f"  [frames not shown: this trace showed {MAX_FRAMES}]\n")
-        for line in traceback.format_list(traceback.extract_tb(shown)):
+        for line in frame_lines(shown):
             if not tree.add(out, _scrub_cut(line, 4096, scrub_text)):
                 break  # past the cut: not scrubbed for nothing
     cls = type(exc)
@@ -553,7 +563,8 @@ def format_exception(value: object) -> dict[str, str] | None:
         except BaseException:
             message = f"<exception str() failed: {safe_repr(exc, 200)}>"
         # The trace's pieces, within a quarter of a log call's budget (the whole trace is
-        # scrubbed again below, for pairs across lines): past it, a piece is [REDACTED].
+        # scrubbed again below, for pairs across lines; the Redactor does not scan these
+        # fields again): past it, a piece is [REDACTED] and the trace ends soon after.
         budget = open_budget(SCRUB_CHARS // 4)
         try:
             trace = _format_chain(exc)
@@ -626,15 +637,17 @@ class Redactor:
         self, logger: WrappedLogger, method_name: str, event_dict: EventDict
     ) -> EventDict:
         exc = event_dict.pop("exc_info", None)
+        made: Iterable[str] = ()
         if exc is not None and exc is not False:
             fields = format_exception(exc)
             if fields:
                 event_dict.update(fields)
+                made = fields.keys()  # scrubbed and cut there: not walked or scanned again
         budget = open_budget()  # what scrubbing this call's names and values may cost
         try:
             if not self._safe.issuperset(event_dict):  # the fast path: every key seen, none secret
                 self._names(event_dict)
-            return self._values(event_dict)
+            return self._values(event_dict, set(made) if made else None)
         finally:
             close_budget(budget)
 
@@ -662,18 +675,22 @@ class Redactor:
                 self._safe.add(name)
 
     @staticmethod
-    def _values(event_dict: EventDict) -> EventDict:
+    def _values(event_dict: EventDict, walked: set[str] | None = None) -> EventDict:
         """Each value made safe and scrubbed (within the call's budget). A text the walk
-        returned (a long str cut, a str subclass) was scrubbed by it: not scanned again."""
-        walked: set[str] | None = None
+        returned (a long str cut, a str subclass) was scrubbed by it, and ``walked`` (the
+        ``exception.*`` fields) were made safe where they were made: neither is again."""
         if event_dict.get("_obs_flat") is not FLAT:
             for key, value in event_dict.items():
                 cls = type(value)
                 if (
-                    cls not in _SCALARS
-                    or (cls is str and len(value) > MAX_STR)
-                    or (cls is float and value - value != 0.0)
-                ) and key[:5] != "_obs_":
+                    (
+                        cls not in _SCALARS
+                        or (cls is str and len(value) > MAX_STR)
+                        or (cls is float and value - value != 0.0)
+                    )
+                    and key[:5] != "_obs_"
+                    and (walked is None or key not in walked)
+                ):
                     event_dict[key] = made = to_jsonable(value)
                     if type(made) is str:  # scrub_text's, cut after
                         walked = {key} if walked is None else walked | {key}

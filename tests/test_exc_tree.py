@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import obs
-from obs._exc_tree import MAX_FRAMES, MAX_SHOWN, MAX_TB
+from obs._exc_tree import MAX_FRAMES, MAX_SHOWN, MAX_TB, SPENT_ROOM, frame_lines, innermost
 from obs.encode import MAX_STACK, format_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover - notes and groups are 3.11's
@@ -344,3 +344,64 @@ def test_any_tree_of_deep_members_and_notes_is_bounded_and_clean(
     flat = "\n".join(line.lstrip("| ") for line in trace.splitlines())
     if note_count * note_size < 30_000:  # the first member is not cut off
         assert "\n".join(line.lstrip(" ") for line in "".join(innermost).splitlines()) in flat
+
+
+def _recursion(depth: int, period: int) -> BaseException:
+    """An exception raised ``depth`` frames down through ``period`` functions in turn."""
+
+    def down(n: int) -> None:
+        if n == 0:
+            raise ValueError("bottom")
+        (down if n % period else other)(n - 1)
+
+    def other(n: int) -> None:
+        down(n - 1) if n else down(0)
+
+    try:
+        down(depth)
+    except ValueError as exc:
+        return exc
+    raise AssertionError("not raised")
+
+
+def test_frames_a_run_of_repeats_hides_are_not_formatted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recursion's innermost 50 frames show 3 of its repeated line and how many more:
+    only those are formatted (3.11's ``StackSummary.format`` formatted all 50, each frame's
+    code position and carets, then dropped 47; failed before the fix: 50 formatted)."""
+    formatted: list[object] = []
+    real = traceback.StackSummary.format_frame_summary
+
+    def counting(self: traceback.StackSummary, frame: Any) -> Any:
+        formatted.append(frame)
+        return real(self, frame)
+
+    monkeypatch.setattr(traceback.StackSummary, "format_frame_summary", counting)
+    trace = _trace(_recursion(300, 10**6))
+    assert len(formatted) <= 2 * 3 + 1
+    assert "[Previous line repeated" in trace
+
+
+@settings(max_examples=40, deadline=None)
+@given(depth=st.integers(0, 120), period=st.integers(1, 6), limit=st.integers(1, 60))
+def test_frame_lines_are_the_stdlibs(depth: int, period: int, limit: int) -> None:
+    """Whatever the recursion, ``frame_lines`` of a traceback's innermost entries is what
+    ``format_list(extract_tb(...))`` shows, repeats collapsed the same way."""
+    tb = innermost(_recursion(depth, period).__traceback__, limit)
+    assert traceback.format_list(traceback.extract_tb(tb)) == frame_lines(tb)
+
+
+def test_a_tree_past_the_scrub_budget_stops_soon() -> None:
+    """Once the scrub budget has run out on a piece (every piece that may hold a
+    credential is ``[REDACTED]`` from there on), the trace shows at most ``SPENT_ROOM``
+    more characters: 60 members with 16 notes of 4 KB of pairs made 900 ``[REDACTED]``
+    notes, each at its scrub's setup cost (failed before the fix: 942 of them)."""
+    noted = ValueError("noted")
+    for _ in range(16):
+        noted.add_note(("token=hunter2 Bearer abcdefghijkl hf_" + "a" * 30 + " ") * 60)
+    group = ExceptionGroup("g", [ExceptionGroup("n", [noted] * 15) for _ in range(4)])
+    trace = _trace(group)
+    assert "ValueError: noted" in trace
+    assert "more exceptions" in trace
+    assert trace.count("[REDACTED]\n") < SPENT_ROOM // 10
+    for secret in ("hunter2", "abcdefghijkl", "a" * 30):
+        assert secret not in trace
