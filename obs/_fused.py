@@ -30,10 +30,11 @@ import orjson
 
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
 from obs._once_cache import NOT_PLAIN
+from obs._redactor import Redactor
 from obs._secrets import bearer_hint, option_hint, pair_hint, token_hint
 from obs.callsite import AddCallsite, Location
 from obs.context import any_bound
-from obs.encode import MAX_STR, PLAIN_TYPES, Redactor
+from obs.encode import MAX_STR, PLAIN_TYPES
 from obs.levels import NAME_BY_LEVEL, SEVERITY_BY_LEVEL, level_name, severity_number
 from obs.rank import NOT_IMPORTED, RankInfo
 from obs.render import _LOKI_BYTES, _LOKI_FIELDS, PIPE_LINE_MAX, TimeStamper, fit_line

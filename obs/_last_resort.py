@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from obs._fields import CONTROL_SET
 from obs._output import Output
 from obs._own_events import ObsUnrenderableEvent
-from obs.encode import Redactor, safe_repr, to_jsonable
+from obs._redactor import Redactor
+from obs.encode import safe_repr, to_jsonable
 from obs.levels import NAME_BY_LEVEL, level_name, severity_number
 from obs.rank import RankResolver
 from obs.render import JSONRenderer, TimeStamper

@@ -38,13 +38,14 @@ from obs._own_events import (
     ObsRecordsDropped,
     own_event_dict,
 )
+from obs._redactor import Redactor
 from obs._reentry import LOCAL, defer, defer_built, drain, while_building
 from obs._registry import Event
 from obs._seams import ExportProcessor, SinkFactory, default_sink_factory
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import OVERFLOW, Dedup, Deduper, make_key, ranked_key
-from obs.encode import FLAT, MAX_STR, PLAIN_TYPES, Redactor, safe_repr, scrub_text
+from obs.encode import FLAT, MAX_STR, PLAIN_TYPES, safe_repr, scrub_text
 from obs.levels import METHOD_BY_LEVEL
 from obs.rank import RankResolver, add_rank_info
 from obs.render import (
@@ -503,8 +504,6 @@ class Runtime:
         if not export:
             ed["_obs_no_export"] = True
         process(METHOD_BY_LEVEL.get(level, "info"), ed)
-
-    # -- internal events -------------------------------------------------------------
 
     def report(
         self,

@@ -26,10 +26,10 @@ __all__ = ["KeepUserFields", "StripInternal", "SyncLevel", "chain"]
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTROL_SET, plain_names, user_fields
+from obs._redactor import Redactor
 from obs.callsite import AddCallsite
 from obs.context import merge_contextvars
 from obs.dedup import Dedup, Deduper
-from obs.encode import Redactor
 from obs.rank import RankResolver, add_rank_info
 from obs.render import TimeStamper, strip_control_keys
 from obs.scope import DecideScope

@@ -19,6 +19,7 @@ import obs
 import obs.encode
 import obs.testing
 from obs._config import STATE
+from obs._redactor import Redactor
 from obs.encode import (
     FLAT,
     MAX_DEPTH,
@@ -26,7 +27,6 @@ from obs.encode import (
     MAX_KEY,
     MAX_STR,
     REDACTED,
-    Redactor,
     format_exception,
     json_default,
     safe_repr,
