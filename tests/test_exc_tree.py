@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _cpu import cpu_bound, least_cpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -241,17 +241,6 @@ def test_the_json_line_and_stdlib_records_carry_the_members(tmp_path: Path) -> N
         assert "OSError: rank 2 io" in trace
 
 
-def _cpu(call: Any, rounds: int = 3) -> float:
-    """The least CPU time of the calling thread over ``rounds`` calls (a loaded machine's
-    wait for a core does not count)."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.thread_time()
-        call()
-        best = min(best, time.thread_time() - start)
-    return best
-
-
 def _deep(depth: int) -> BaseException:
     """An exception raised ``depth`` frames down (a RecursionError's traceback is 1000)."""
 
@@ -279,7 +268,7 @@ def test_deep_tracebacks_cost_their_innermost_frames_only() -> None:
     traced machine)."""
     deep = _deep(3000)
     group = ExceptionGroup("ranks", [ExceptionGroup(f"node {i}", [deep] * 14) for i in range(4)])
-    assert _cpu(lambda: format_exception(group)) < 0.2
+    assert least_cpu(lambda: format_exception(group)) < cpu_bound(0.2)
     trace = _trace(deep)
     shown = traceback.format_list(traceback.extract_tb(deep.__traceback__, limit=-50))
     assert "".join(shown) in trace
@@ -304,7 +293,7 @@ def test_a_tree_of_long_notes_is_bounded() -> None:
     group = ExceptionGroup(
         "ranks", [ExceptionGroup(f"node {k}", [member(i) for i in range(15)]) for k in range(5)]
     )
-    assert _cpu(lambda: format_exception(group)) < 0.25
+    assert least_cpu(lambda: format_exception(group)) < cpu_bound(0.25)
     trace = _trace(group)
     assert len(trace) <= MAX_STACK + 100
     assert "member 0" in trace

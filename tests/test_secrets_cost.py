@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
-import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _cpu import cpu_bound, least_cpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,38 +46,34 @@ def _value(unit: str, size: int = 2000) -> str:
     return ((unit * (size // len(unit) + 1))[: size - 6]) + " token"
 
 
-def _best_of(call: Any, rounds: int = 3) -> float:
-    """The least CPU time of the calling thread over ``rounds`` calls: the work the call
-    does, which a loaded machine's waiting for a core does not inflate (wall time took
-    51-104 ms of 50 with four CPU hogs on two cores)."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.thread_time()
-        call()
-        best = min(best, time.thread_time() - start)
-    return best
-
-
 def _limit() -> float:
-    """10x the 5 ms budget; twice that while coverage traces every line (CI's run: the
-    tail-secret shapes read 51 ms there, ~20 ms without it; the unbounded walk took 0.5 s)."""
-    return 0.1 if sys.gettrace() is not None else 0.05
+    """10x the 5 ms budget (CI's coverage run read 51 ms for the tail-secret shapes, ~20 ms
+    without it; the unbounded walk took 0.5 s)."""
+    return cpu_bound(0.05)
 
 
-def _assert_bounded_and_clean(kwargs: dict[str, Any]) -> None:
-    """``log.error(workspace_terminal_failure, n=1, **kwargs)`` three times: each within
-    10x the 5 ms budget on a loaded machine, the event intact, no secret written."""
+def _cost_and_lines(call: Callable[[Any], Any], stream: str = "stdout") -> tuple[float, list[Any]]:
+    """The least CPU time of ``call(log)`` over three calls, and the lines they wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream=stream)
         try:
             log = obs.get_logger("app")
-            cost = _best_of(lambda: log.error("workspace_terminal_failure", n=1, **kwargs))
+            cost = least_cpu(lambda: call(log))
             obs.flush(5)
             with open(path, encoding="utf-8") as fh:
                 lines = [json.loads(x) for x in fh]
         finally:
             obs.testing.reset()
+    return cost, lines
+
+
+def _assert_bounded_and_clean(kwargs: dict[str, Any]) -> None:
+    """``log.error(workspace_terminal_failure, n=1, **kwargs)`` three times: each within
+    10x the 5 ms budget on a loaded machine, the event intact, no secret written."""
+    cost, lines = _cost_and_lines(
+        lambda log: log.error("workspace_terminal_failure", n=1, **kwargs)
+    )
     assert cost < _limit(), f"{cost * 1e3:.1f} ms"
     assert len(lines) == 3
     for line in lines:
@@ -128,18 +124,10 @@ def test_a_call_of_names_that_hold_pairs_is_bounded() -> None:
     written under its scrubbed name, numbered when two read the same (a rename that probed
     ``user.user...`` names cost 11 ms a call), within the bound and without the secret."""
     names = {f"token={SECRET}{i}" + "x" * 200: i for i in range(300)}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="stdout")
-        try:
-            log = obs.get_logger("app")
-            keys = dict(list(names.items())[:200])  # a dict shows MAX_ITEMS (256) keys
-            cost = _best_of(lambda: log.error("workspace_terminal_failure", d=keys, **names))
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                lines = [json.loads(x) for x in fh]
-        finally:
-            obs.testing.reset()
+    keys = dict(list(names.items())[:200])  # a dict shows MAX_ITEMS (256) keys
+    cost, lines = _cost_and_lines(
+        lambda log: log.error("workspace_terminal_failure", d=keys, **names)
+    )
     assert cost < _limit(), f"{cost * 1e3:.1f} ms"
     for line in lines:
         assert SECRET not in json.dumps(line)
@@ -206,17 +194,7 @@ def test_a_long_event_name_is_cut_before_it_is_scanned(unit: str, size: int) -> 
     said, and a token in it is redacted."""
     event = (unit * (size // len(unit) + 1))[: size - 40] + f" hf_{SECRET}abcdefghijklmnopqrst"
     event = f"hf_{SECRET}abcdefghijklmnopqrst " + event
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-        try:
-            log = obs.get_logger("app")
-            cost = _best_of(lambda: log.info(event, n=1))
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                lines = [json.loads(x) for x in fh]
-        finally:
-            obs.testing.reset()
+    cost, lines = _cost_and_lines(lambda log: log.info(event, n=1), stream="none")
     assert cost < _limit(), f"{cost * 1e3:.1f} ms"
     assert len(lines) == 3
     for line in lines:
