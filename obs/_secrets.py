@@ -43,6 +43,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from obs._fold import folded
 from obs._lazy_re import lazy
 from obs._secret_hints import (
     bearer_hint,
@@ -164,11 +165,21 @@ def is_secret_name(key: str) -> bool:
                 hit = secret_words(key_words(key)) or (
                     not short and secret_words(key_words(key[-MAX_KEY:]))  # its end too
                 )
+        hit = hit or _secret_as_read(key, low)
         cache, key = (_SECRET_CACHE, key) if short else (_LONG_CACHE, ends)
         if len(cache) >= (8192 if short else 1024):
             cache.clear()  # names repeat: the ones in use come back at once
         cache[key] = hit
     return hit
+
+
+def _secret_as_read(key: str, low: str) -> bool:
+    """Whether ``key``, read as a reader reads it (fullwidth letters, a zero-width space
+    inside: :func:`~obs._fold.folded`), is a secret name."""
+    if low.isascii():
+        return False
+    shown = folded(key)
+    return shown is not key and is_secret_name(shown)
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
@@ -405,8 +416,23 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     ``Namespace(hf_token=...)``. A secret pair that is percent-encoded (``api_key%3Dx``,
     ``api%5Fkey=x``, a URL in a query) is found in the decoded text, which is then
     written, redacted.
-    ``keep``: pair values that stay (:func:`scrub_name`'s placeholders).
+    ``keep``: pair values that stay (:func:`scrub_name`'s placeholders). A text a reader
+    reads otherwise than its code points spell it (``password=x`` in fullwidth letters,
+    a zero-width space inside it: :func:`~obs._fold.folded`) is scrubbed as read too, and
+    written so when that found more.
     """
+    scrubbed = _scrub_text(text, keep)
+    if not scrubbed.isascii():  # read otherwise than spelled: what a reader reads, scrubbed
+        shown = folded(scrubbed)
+        if shown is not scrubbed:
+            read = _scrub_text(shown, keep)
+            if read != shown:
+                return read
+    return scrubbed
+
+
+def _scrub_text(text: str, keep: re.Pattern[str] | None) -> str:
+    """:func:`scrub_text` of the text as its code points spell it."""
     budget = _BUDGET
     pairs = has_separator(text)  # pair_hint, its first test once
     if pairs and budget.chars is not None:
