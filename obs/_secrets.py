@@ -44,6 +44,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from obs._fold import fold_hint, folded
 from obs._lazy_re import lazy
 from obs._secret_hints import (
     bearer_hint,
@@ -165,11 +166,21 @@ def is_secret_name(key: str) -> bool:
                 hit = secret_words(key_words(key)) or (
                     not short and secret_words(key_words(key[-MAX_KEY:]))  # its end too
                 )
+        hit = hit or _secret_as_read(key if short else ends, low)  # a long one's ends
         cache, key = (_SECRET_CACHE, key) if short else (_LONG_CACHE, ends)
         if len(cache) >= (8192 if short else 1024):
             cache.clear()  # names repeat: the ones in use come back at once
         cache[key] = hit
     return hit
+
+
+def _secret_as_read(key: str, low: str) -> bool:
+    """Whether ``key``, read as a reader reads it (fullwidth letters, a zero-width space
+    inside: :func:`~obs._fold.folded`), is a secret name."""
+    if low.isascii():
+        return False
+    shown = folded(key)
+    return shown is not key and is_secret_name(shown)
 
 
 #: What one log call may spend scrubbing its values (:func:`scrub_budget`): characters of
@@ -182,8 +193,8 @@ SCRUB_STEPS = 512
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
 SCRUB_SCAN = 128 * 1024
-#: ... and characters of text with an encoded separator percent-decoded (each pass; about
-#: 50 ns a character).
+#: ... and characters of text percent-decoded (each pass; about 50 ns a character) or
+#: read as a reader reads it (:func:`~obs._fold.folded`, about 0.1 us a character).
 SCRUB_DECODE = 16 * 1024
 #: ... and characters of names (fields, keys, pair names in text) split into words to test
 #: for secret ones (about 60 ns a character); most names are cached or decided before.
@@ -417,8 +428,27 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     ``Namespace(hf_token=...)``. A secret pair that is percent-encoded (``api_key%3Dx``,
     ``api%5Fkey=x``, a URL in a query) is found in the decoded text, which is then
     written, redacted.
-    ``keep``: pair values that stay (:func:`scrub_name`'s placeholders).
+    ``keep``: pair values that stay (:func:`scrub_name`'s placeholders). A text a reader
+    reads otherwise than its code points spell it (``password=x`` in fullwidth letters,
+    a zero-width space inside it: :func:`~obs._fold.folded`) is scrubbed as read too, and
+    written so when that found more.
     """
+    scrubbed = _scrub_text(text, keep)
+    if not scrubbed.isascii() and fold_hint(scrubbed):  # what a reader reads, scrubbed
+        budget = _BUDGET
+        if budget.chars is not None:  # a log call's value: within its decode budget
+            budget.decode -= len(scrubbed)
+            if budget.decode < 0:
+                return REDACTED
+        shown = folded(scrubbed)
+        read = _scrub_text(shown, keep)
+        if read != shown:
+            return read
+    return scrubbed
+
+
+def _scrub_text(text: str, keep: re.Pattern[str] | None) -> str:
+    """:func:`scrub_text` of the text as its code points spell it."""
     budget = _BUDGET
     pairs = has_separator(text)  # pair_hint, its first test once
     if pairs and budget.chars is not None:

@@ -1,0 +1,83 @@
+"""Text as a reader reads it: a character whose compatibility form (NFKC) is ASCII
+written as that (``password`` in fullwidth, mathematical or circled letters, a fullwidth
+``=``, a no-break space) and invisible characters dropped (a zero-width space, a soft
+hyphen, a word joiner: Unicode's default-ignorable code points), so that no spelling a
+reader still reads as a secret name hides it from the scrubber. A table built on first
+use (a few milliseconds) and ``str.translate``: NFKC itself costs up to 5 us a character
+(``U+FDFA``), a hostile value's bound."""
+
+from __future__ import annotations
+
+__all__ = ["fold_hint", "folded"]
+
+import unicodedata
+
+from obs._lazy_re import lazy
+
+#: Unicode's default-ignorable code points (DerivedCoreProperties): not shown, or shown
+#: as nothing, so ``pass\u200bword`` reads ``password``.
+_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+#: The blocks whose characters may read as ASCII (Latin-1 and extended letters, modifier
+#: and phonetic letters, spaces, letterlike and enclosed forms, CJK compatibility,
+#: ligatures, small and fullwidth forms, mathematical alphanumerics, enclosed supplement).
+_BLOCKS = (
+    (0x00A0, 0x02FF), (0x1D00, 0x1DBF), (0x2000, 0x2BFF), (0x3000, 0x33FF),
+    (0xFB00, 0xFB4F), (0xFE10, 0xFE6F), (0xFF00, 0xFFEF), (0x1D400, 0x1D7FF),
+    (0x1F100, 0x1F1FF),
+)  # fmt: skip
+
+
+class _Table:
+    """The translation table, built on first use."""
+
+    table: dict[int, str | None] | None = None
+
+
+def _build() -> dict[int, str | None]:
+    table: dict[int, str | None] = {}
+    for low, high in _BLOCKS:
+        for code in range(low, high + 1):
+            read = _normalize("NFKC", chr(code))
+            if read.isascii() and read != chr(code):
+                table[code] = read
+    for low, high in _IGNORABLE:
+        table.update(dict.fromkeys(range(low, high + 1)))
+    _Table.table = table
+    return table
+
+
+_normalize = unicodedata.normalize
+_is_normalized = unicodedata.is_normalized
+
+
+def fold_hint(text: str) -> bool:
+    """Whether :func:`folded` may change ``text``: False at once for ASCII text (a flag
+    CPython keeps on every str), else C-level passes (NFKC's quick check: a compatibility
+    form; a character not printable, then a search for a format one such as ``U+200B``)."""
+    return not text.isascii() and (
+        not _is_normalized("NFKC", text)
+        or (not text.isprintable() and _FORMAT.search(text) is not None)
+    )
+
+
+#: The default-ignorable characters of the Basic Multilingual Plane: a class the regex
+#: engine tests by a bitmap (searched only in text with a character not printable).
+_FORMAT = lazy(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8]"
+)
+
+
+def folded(text: str) -> str:
+    """``text`` as a reader reads it, or ``text`` itself, the same object, when that
+    changes nothing (the caller bounds its length: about 0.1 us a character)."""
+    if not fold_hint(text):
+        return text
+    shown = text.translate(_Table.table or _build())
+    return text if shown == text else shown
