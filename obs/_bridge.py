@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard
 
 from obs._fields import new_event_dict, user_fields
@@ -230,9 +231,15 @@ def detached_loggers(prefixes: tuple[str, ...]) -> list[logging.Logger]:
     of the trees ``prefixes`` (one pass over those modules' globals)."""
     managed = logging.Logger.manager.loggerDict
     found: dict[int, logging.Logger] = {}
+    dotted = tuple(p + "." for p in prefixes)  # C-level tests: thousands of modules
     for modname, module in list(sys.modules.items()):
-        if module is not None and _in_trees(modname, prefixes):
-            for value in _module_globals(module):
+        if module is None or type(modname) is not str:
+            continue
+        if modname.startswith(dotted) or modname in prefixes:
+            values = _module_globals(module)
+            # The loggers among them in C-level passes (a module holds one at most, mostly).
+            loggers = compress(values, map(issubclass, map(type, values), repeat(logging.Logger)))
+            for value in loggers:
                 if _is_detached(value, managed, prefixes):
                     found[id(value)] = value
     return list(found.values())
