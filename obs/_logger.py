@@ -15,6 +15,7 @@ __all__ = ["BoundLogger"]
 
 import logging
 from collections.abc import Callable
+from marshal import dumps
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CONTEXT_OWNED, NO_EVENT, user_fields
@@ -197,36 +198,53 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
     def once(  # noqa: C901, PLR0912 - the hot path: OnceCache.repeat inlined (a frame less)
         self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any
     ) -> None:
-        if not args:  # the newest row of the table, as OnceCache.repeat reads them
+        if not args:  # the event's rows (newest first, a few), as OnceCache.repeat reads them
             cache = self._holder.once  # the runtime's table, read before the runtime
             try:  # an unhashable event, a value whose __eq__ raises: the full path
                 rows = cache._table.get(event)  # never with a stage (a row implies the level)
                 if rows is not None and cache._world._default_pg is cache._pg:
-                    snap, key, cls, key2, cls2, more, lvl, name, entry, count, clock = rows[0]
-                    if (
-                        snap == kw
-                        and name is self._plain  # not a logger with context (no row is)
-                        and lvl == level
-                        and (key is None or type(kw[key]) is cls or _same(kw[key], cls))
-                        and (key2 is None or type(kw[key2]) is cls2 or _same(kw[key2], cls2))
-                        and (not more or _all_same(kw, more))
-                    ):
-                        if entry is None:  # the scope keeps this rank quiet: not counted
-                            return
-                        now = clock()
-                        next(count)  # the deduper's own lock-free count: exact, shared
-                        entry.last_seen = now
-                        if now < cache._deduper._next_summary:
-                            return
-                        cache._deduper.summary_due = True
-                        rows = _DUE
+                    # Any row, not only the newest: a call repeated in a loop is answered
+                    # here whichever of its event's calls came last (not by a frame more).
+                    # Indexed, not iterated: a hit on the newest row makes no iterator. A
+                    # flat list's kind and item types: its marshal form, compared inline
+                    # (its length is the snapshot's once ``snap == kw`` holds: bounded).
+                    index = 0
+                    while True:
+                        snap, key, cls, key2, cls2, more, lvl, name, entry, count, clock = rows[
+                            index
+                        ]
+                        if (
+                            snap == kw
+                            and name is self._plain  # not a logger with context (no row is)
+                            and lvl == level
+                            and (
+                                key is None
+                                or type(kw[key]) is cls
+                                or (type(cls) is bytes and dumps(kw[key], 0) == cls)  # _same's
+                            )
+                            and (key2 is None or type(kw[key2]) is cls2 or _same(kw[key2], cls2))
+                            and (not more or _all_same(kw, more))
+                        ):
+                            if entry is None:  # the scope keeps this rank quiet: not counted
+                                return
+                            now = clock()
+                            next(count)  # the deduper's own lock-free count: exact, shared
+                            entry.last_seen = now
+                            if now < cache._deduper._next_summary:
+                                return
+                            cache._deduper.summary_due = True
+                            rows = _DUE
+                            break
+                        index += 1
+                        if index >= len(rows):
+                            break
             except Exception:
                 rows = None
             rt = self._holder.runtime or self._holder.ensure()
             if rows is _DUE:
                 rt.emit_summaries()
                 return
-            # An older row, an equal name of another object, or the rank may have moved.
+            # An equal name of another object, or the rank may have moved: the table's.
             if rows is not None and rt.level <= level and not self._context:
                 hit = rt.once_cache.repeat(self._name, level, event, kw)
                 if hit:

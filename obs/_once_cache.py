@@ -20,6 +20,7 @@ from __future__ import annotations
 
 __all__ = ["HIT", "HIT_DUE", "NOT_CACHED", "NOT_PLAIN", "OnceCache"]
 
+from marshal import dumps
 from typing import TYPE_CHECKING, Any
 
 from obs._fields import CALL_KEYWORDS
@@ -38,9 +39,10 @@ NOT_CACHED = NOT_PLAIN - {"scope"}
 _MAX_KEYS = 4096
 _PER_EVENT = 4
 
-#: (arguments, the first argument's name or position and type (None: no argument), the
-#: others' (name or position, type), level, logger, the deduper's entry, its counter,
-#: the deduper's clock: a local call in the hit, not a method lookup on the table).
+#: (arguments, the first argument's name or position and shape (:func:`_shape`; None: no
+#: argument), the others' (name or position, shape), level, logger, the deduper's entry,
+#: its counter, the deduper's clock: a local call in the hit, not a method lookup on the
+#: table).
 Snapshot = tuple[
     Any, Any, Any, Any, Any, tuple[tuple[Any, Any], ...], int, str, "_Entry | None", Any, Any
 ]
@@ -66,21 +68,23 @@ _UNKNOWN = _Unknown()
 
 def _shape(value: object) -> object:
     """What a snapshot checks a value's type against: its type for a plain scalar, the
-    type and item types for a flat sequence; None where the cache cannot compare it (NaN
-    never equals itself; a long text is keyed by hash)."""
+    marshal form (:func:`_same`) of a flat sequence; None where the cache cannot compare
+    it (NaN never equals itself; a long text is keyed by hash)."""
     cls = type(value)
     if cls in PLAIN_TYPES:  # None: NaN never equals itself, -0.0 equals 0.0, a long text
         kept = value == value and not (cls is str and len(value) > _LONG)  # type: ignore[arg-type]  # noqa: PLR0124
         return cls if kept and (value or cls is not float) else None
-    types = flat_types(value)
-    return None if types is None else (cls, types)
+    return None if flat_types(value) is None else dumps(value, 0)  # type: ignore[arg-type]
 
 
-def _same(value: object, shape: object) -> bool:
-    """A flat sequence of the remembered shape (the rare branch of a hit's type check)."""
-    return (
-        type(shape) is tuple and type(value) is shape[0] and tuple(map(type, value)) == shape[1]  # type: ignore[call-overload]
-    )
+def _same(value: Any, shape: object) -> bool:
+    """A flat sequence of the remembered kind, items and item types: marshal writes a
+    list and a tuple, 1, 1.0 and True apart and refuses any subclass (version 0: no
+    interned-text flag). Only once ``value`` equals the snapshot: as short as it is."""
+    try:
+        return type(shape) is bytes and dumps(value, 0) == shape
+    except ValueError:  # an item of a subclass (a str Enum): not the remembered value
+        return False
 
 
 def _all_same(args: Any, types: tuple[tuple[Any, Any], ...]) -> bool:
