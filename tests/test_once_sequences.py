@@ -116,6 +116,8 @@ class TestOlderRows:
 class _Text(str):
     """A str subclass: equal to its text, never its repeat."""
 
+    __slots__ = ()
+
 
 #: Equal items of other exact types (and a str subclass), which a repeat must not take
 #: for each other.
