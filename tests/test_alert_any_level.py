@@ -19,6 +19,7 @@ import obs
 import obs.processors
 import obs.stdlib
 import obs.testing
+from obs._config import STATE
 
 
 def _stdlib(method: str, drop_in: bool = False) -> Callable[[obs.BoundLogger, str], None]:
@@ -154,3 +155,54 @@ def test_below_the_level_every_call_of_the_alerts_event_is_written(
         [str(e) for e in alerts],
         [],
     )
+
+
+#: The keywords a call takes as instructions (and ``event``, another route for the name).
+_CONTROL = {"scope", "once", "once_key", "every_n", "every_seconds", "stage", "body"}
+_CONTROL |= {"exc_info", "stacklevel", "event"}
+_KWARGS = st.dictionaries(
+    st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True).filter(lambda k: k not in _CONTROL),
+    st.one_of(st.integers(), st.text(max_size=8), st.none()),
+    max_size=4,
+)
+_PLAIN_EVENTS = st.text(max_size=12).filter(lambda e: "terminal_failure" not in e)
+
+
+@given(
+    events=st.lists(st.one_of(_PLAIN_EVENTS, st.sampled_from(ALERT_NAMES)), min_size=1, max_size=4),
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["debug", "info", "msg", "warning", "warn"]),
+            st.integers(0, 3),
+            _KWARGS,
+            st.sampled_from([None, "attempt", "fallback", "terminal_failure"]),
+        ),
+        max_size=12,
+    ),
+)
+@settings(max_examples=15, deadline=None)
+def test_below_the_level_only_the_alerts_event_or_a_stage_passes(
+    events: list[str], calls: list[tuple[str, int, dict[str, object], str | None]]
+) -> None:
+    """At ERROR, a call below it of any event with any keywords (the same event object
+    repeated, too) is dropped unless its event is the alert's (written at its stage) or a
+    ``stage`` it gives raises it to the level."""
+    levels = {"debug": 10, "info": 20, "msg": 20, "warning": 30, "warn": 30}
+    written: list[str] = []
+    expected: list[str] = []
+    try:
+        obs.configure(format="json", sdk_disabled=True, level="ERROR")
+        runtime = STATE.runtime or STATE.ensure()
+        log = obs.get_logger("app")
+        with obs.testing.capture_events() as captured:
+            for method, index, kwargs, stage in calls:
+                event = events[index % len(events)]
+                kw = dict(kwargs) if stage is None else {**kwargs, "stage": stage}
+                getattr(log, method)(event, **kw)
+                alert = event in ALERT_NAMES
+                if alert or (stage and runtime.effective_level(levels[method], stage) >= 40):
+                    expected.append(event)
+            written = [e["event"] for e in captured]
+    finally:
+        obs.testing.reset()
+    assert written == expected
