@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Configures obs (INFO) with a profile hook that, at the n-th call into obs during that
-#: configure(), raises SIGUSR1: its handler configures obs again (WARNING, the later call)
-#: and logs. argv: the handler's action, then the call numbers (fractions of the calls
-#: one configure() makes: 0.5 is half way through).
+#: configure() (counted from its first look at the settings), raises SIGUSR1: its handler
+#: configures obs again (WARNING, the later call), logs, or flushes. argv: the handler's
+#: action, then where (fractions of the calls one configure() makes: 0.5 is half way).
 CHILD = textwrap.dedent(
     """
     import faulthandler, json, os, signal, sys
@@ -42,9 +42,12 @@ CHILD = textwrap.dedent(
 
     signal.signal(signal.SIGUSR1, handler)
     state = {"count": 0, "at": -1}
+    settings_py = os.path.join(where, "settings.py")
 
-    def hook(frame, event, arg):
+    def hook(frame, event, arg):  # counts from configure()'s first look at the settings
         if event == "call" and frame.f_code.co_filename.startswith(where):
+            if state["count"] == 0 and frame.f_code.co_filename != settings_py:
+                return
             state["count"] += 1
             if state["count"] == state["at"]:
                 sys.setprofile(None)
