@@ -125,3 +125,74 @@ def test_obs_called_from_a_signal_handler_anywhere_in_configure(
         assert events.count("in_handler") == len(fractions)
     want = 30 if action in ("configure", "both") else 20
     assert _result(stderr)["levels"] == [want] * len(fractions)
+
+
+#: The first configure() of a process (obs' runtime modules not imported yet), with a
+#: profile hook that raises SIGUSR1 at the n-th call into obs (argv[1]; 0: count only);
+#: the handler logs an ERROR.
+FIRST = textwrap.dedent(
+    """
+    import faulthandler, os, signal, sys
+    import obs
+
+    faulthandler.dump_traceback_later(30, exit=True)
+    log = obs.get_logger("first")
+    where = os.path.dirname(obs.__file__)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: log.error("in_handler"))
+    state = {"count": 0, "at": int(sys.argv[1])}
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(where):
+            state["count"] += 1
+            if state["count"] == state["at"]:
+                sys.setprofile(None)
+                signal.raise_signal(signal.SIGUSR1)
+
+    sys.setprofile(hook)
+    obs.configure(format="json", stream="stdout")
+    sys.setprofile(None)
+    log.info("after")
+    obs.flush(5.0)
+    print("COUNT", state["count"], file=sys.stderr)
+    """
+)
+
+
+def _first(at: int) -> tuple[int, list[str], str]:
+    """Run FIRST; its return code, the events of its JSON lines (both streams), stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST, str(at)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    events = [
+        json.loads(line)["event"]
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if line.startswith("{")
+    ]
+    return proc.returncode, events, proc.stderr
+
+
+def _first_calls() -> int:
+    rc, _, stderr = _first(0)
+    assert rc == 0, stderr[-3000:]
+    return int(next(line for line in stderr.splitlines() if line.startswith("COUNT ")).split()[1])
+
+
+@settings(max_examples=3, deadline=None)
+@given(fractions=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=3))
+def test_a_signal_handler_logging_during_the_first_configure(fractions: list[float]) -> None:
+    """A signal handler logs while the process's first ``configure()`` is importing obs'
+    runtime modules (or anywhere else in that call): the handler's record and the app's
+    next one are written, and configure() returns. The handler's log call found
+    ``obs._runtime`` half imported and raised ImportError into the handler, out of the
+    configure() it interrupted: the application's configure() failed."""
+    calls = _first_calls()
+    for fraction in [0.02, 0.05, 0.1, *fractions]:
+        rc, events, stderr = _first(max(1, int(fraction * calls)))
+        assert rc == 0, stderr[-3000:]
+        assert (events.count("in_handler"), events.count("after")) == (1, 1), stderr[-3000:]
