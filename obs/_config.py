@@ -55,6 +55,27 @@ def _output_for(
         return settings, build_output(settings, rank, previous)
 
 
+def _runtime_class() -> type[Runtime]:
+    """The Runtime class. Its modules are imported on first use with this thread's
+    asynchronous signals held (pending, run right after): a handler that logs meanwhile
+    found ``obs._runtime`` half imported, and its ImportError ended the interrupted call."""
+    module = sys.modules.get("obs._runtime")
+    if (
+        module is None
+        or getattr(module, "Runtime", None) is None
+        or "obs._bridge" not in sys.modules
+    ):
+        from obs._sigmask import held  # noqa: PLC0415 - on first use
+
+        with held():
+            import obs._bridge  # noqa: PLC0415 - whole before any handler runs
+            import obs._runtime  # noqa: PLC0415
+
+        module = obs._runtime
+    runtime: type[Runtime] = module.Runtime
+    return runtime
+
+
 def _report_errors(runtime: Runtime, errors: list[ConfigError]) -> None:
     """Each settings problem the lenient path met, reported once through ``runtime``."""
     from obs._own_events import ObsInternalError  # noqa: PLC0415 - on first use
@@ -216,8 +237,7 @@ class Holder:
         """
         with self._locked():
             if self.runtime is None:
-                from obs._runtime import Runtime  # noqa: PLC0415 - on first use
-
+                Runtime = _runtime_class()  # noqa: N806 - the class
                 errors: list[ConfigError] = []
                 settings = load_settings({}, errors=errors)
                 try:
@@ -303,8 +323,8 @@ class Holder:
 
     def _configure(self, overrides: dict[str, Any], errors: list[ConfigError] | None) -> Settings:
         """configure()'s work, with the lock held."""
+        Runtime = _runtime_class()  # noqa: N806 - the class
         from obs._bridge import install_bridge, remove_bridge  # noqa: PLC0415 - on first use
-        from obs._runtime import Runtime  # noqa: PLC0415 - on first use
 
         settings = load_settings(overrides, errors=errors)
         keep_root = False
