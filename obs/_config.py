@@ -27,7 +27,7 @@ from obs.errors import ConfigError
 from obs.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from obs._output import Output
     from obs._runtime import Runtime
@@ -53,6 +53,27 @@ def _output_for(
         errors.append(_output_error(settings, exc))
         settings = dataclasses.replace(settings, file=None)
         return settings, build_output(settings, rank, previous)
+
+
+def _runtime_class() -> type[Runtime]:
+    """The Runtime class. Its modules are imported on first use with this thread's
+    asynchronous signals held (pending, run right after): a handler that logs meanwhile
+    found ``obs._runtime`` half imported, and its ImportError ended the interrupted call."""
+    module = sys.modules.get("obs._runtime")
+    if (
+        module is None
+        or getattr(module, "Runtime", None) is None
+        or "obs._bridge" not in sys.modules
+    ):
+        from obs._sigmask import held  # noqa: PLC0415 - on first use
+
+        with held():
+            import obs._bridge  # noqa: PLC0415 - whole before any handler runs
+            import obs._runtime  # noqa: PLC0415
+
+        module = obs._runtime
+    runtime: type[Runtime] = module.Runtime
+    return runtime
 
 
 def _report_errors(runtime: Runtime, errors: list[ConfigError]) -> None:
@@ -138,7 +159,9 @@ class Holder:
 
     __slots__ = (
         "_atexit",
+        "_deferred",
         "_forked",
+        "_inside",
         "_lock",
         "_sighup",
         "after_configure",
@@ -165,6 +188,10 @@ class Holder:
         #: Builds the export sink of each configured runtime (tests inject their own).
         self.sink_factory: SinkFactory = default_sink_factory
         self._lock = threading.RLock()
+        #: The thread inside configure() / reset() (None: none), and what a call made again
+        #: on that same thread (a signal handler's, a finaliser's) asked for meanwhile.
+        self._inside: int | None = None
+        self._deferred: list[Callable[[], object]] = []
         self._forked = False  # the fork hook is registered (on first use: none at import)
         self._atexit = False
         self._sighup = False
@@ -187,6 +214,7 @@ class Holder:
 
     def _after_fork(self) -> None:
         self._lock = threading.RLock()
+        self._inside, self._deferred = None, []
         if self.bridge is not None:  # held across a walk of the loggers in configure()
             self.bridge.adopt_lock = threading.Lock()
         runtime = self.runtime
@@ -209,8 +237,7 @@ class Holder:
         """
         with self._locked():
             if self.runtime is None:
-                from obs._runtime import Runtime  # noqa: PLC0415 - on first use
-
+                Runtime = _runtime_class()  # noqa: N806 - the class
                 errors: list[ConfigError] = []
                 settings = load_settings({}, errors=errors)
                 try:
@@ -252,8 +279,52 @@ class Holder:
         and the default (no file) is used. Threads logging meanwhile write every line once: the file
         is handed over open when the path stays the same, and never closed under a writer.
         """
+        with self._locked():
+            if self._inside == threading.get_ident():
+                return self._defer_configure(overrides, errors)
+            with self._exclusive():
+                settings = self._configure(overrides, errors)
+        self._after_configure()
+        return settings
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Mark this thread inside configure() / reset() (the lock held); on the way out,
+        run what a call re-entered on this thread asked for meanwhile, in order."""
+        self._inside = threading.get_ident()
+        try:
+            yield
+        finally:
+            try:  # also after a call that raised: the later call still stands
+                while self._deferred:
+                    self._deferred.pop(0)()
+            finally:
+                self._inside = None
+                self._deferred.clear()
+
+    def _defer_configure(
+        self, overrides: dict[str, Any], errors: list[ConfigError] | None
+    ) -> Settings:
+        """configure() called on the thread already inside configure() / reset() (a signal
+        handler's, a finaliser's): running it there would take locks that thread holds
+        (a hang) and be undone by the call it interrupted. Its settings are checked now
+        (a bad value raises, as always) and applied right after that call, as the later."""
+        settings = load_settings(overrides, errors=errors)
+        kept = dict(overrides)
+
+        def later() -> None:
+            problems: list[ConfigError] = []
+            self._configure(kept, problems)
+            if self.runtime is not None:
+                _report_errors(self.runtime, problems)
+
+        self._deferred.append(later)
+        return settings
+
+    def _configure(self, overrides: dict[str, Any], errors: list[ConfigError] | None) -> Settings:
+        """configure()'s work, with the lock held."""
+        Runtime = _runtime_class()  # noqa: N806 - the class
         from obs._bridge import install_bridge, remove_bridge  # noqa: PLC0415 - on first use
-        from obs._runtime import Runtime  # noqa: PLC0415 - on first use
 
         settings = load_settings(overrides, errors=errors)
         keep_root = False
@@ -303,7 +374,6 @@ class Holder:
             if settings.file_reopen_on_sighup and settings.file:
                 self._install_sighup()
             self._register_atexit()
-        self._after_configure()
         return settings
 
     def _after_configure(self) -> None:
@@ -315,13 +385,21 @@ class Holder:
     def reset(self) -> None:
         """Back to unconfigured: shut the runtime down quickly and remove the bridge."""
         with self._locked():
-            bridge = sys.modules.get("obs._bridge")  # not loaded: no obs handler anywhere
-            if bridge is not None:
-                bridge.remove_bridge(self)
-            old, self.runtime, self.once = self.runtime, None, NO_TABLE
-            self._set_level(0)
-            if old is not None:
-                old.shutdown(timeout=0.5)
+            if self._inside == threading.get_ident():
+                self._deferred.append(self._reset)
+                return
+            with self._exclusive():
+                self._reset()
+
+    def _reset(self) -> None:
+        """reset()'s work, with the lock held."""
+        bridge = sys.modules.get("obs._bridge")  # not loaded: no obs handler anywhere
+        if bridge is not None:
+            bridge.remove_bridge(self)
+        old, self.runtime, self.once = self.runtime, None, NO_TABLE
+        self._set_level(0)
+        if old is not None:
+            old.shutdown(timeout=0.5)
 
     def _install_sighup(self) -> None:
         """SIGHUP reopens ``OBS_FILE`` (logrotate's ``postrotate``), then runs the handler
