@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from obs._fold import fold_hint, folded
+from obs._fold import folded, read_hint
 from obs._lazy_re import lazy
 from obs._secret_hints import (
     bearer_hint,
@@ -434,7 +434,7 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     written so when that found more.
     """
     scrubbed = _scrub_text(text, keep)
-    if not scrubbed.isascii() and fold_hint(scrubbed):  # what a reader reads, scrubbed
+    if read_hint(scrubbed):  # what a reader reads, scrubbed (where it may differ)
         budget = _BUDGET
         if budget.chars is not None:  # a log call's value: within its decode budget
             budget.decode -= len(scrubbed)
