@@ -429,8 +429,8 @@ def scrub_text(text: str, keep: re.Pattern[str] | None = None) -> str:
     pairs = pairs and secret_hint(text)
     if not (pairs or credential_hint(text)):
         return text
-    if budget.chars is not None:  # and the scrub
-        if len(text) > budget.chars:
+    if budget.chars is not None:  # and the scrub (none left: no step to take, no char)
+        if len(text) > budget.chars or budget.steps <= 0:
             budget.refused = True
             return REDACTED
         budget.chars -= len(text)
