@@ -39,7 +39,7 @@ from obs._fields import new_event_dict, user_fields
 from obs._format import format_body, plain_text, safe_text
 from obs.encode import MAX_KEY, MAX_STR, safe_repr, scrubbed_text
 from obs.settings import DEFAULT_ADOPT_LOGGERS
-from obs.severity import ALERT_LEVEL
+from obs.severity import ALERT_LEVEL, claim_alert
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict
@@ -402,11 +402,12 @@ _APPENDED = (
 
 
 def _event_of(record: logging.LogRecord, msg: object) -> str:
-    """A record's event: its template (``msg``), bounded, without what a formatter appended."""
+    """A record's event: its template (``msg``) without what a formatter appended (not cut:
+    :func:`record_dict` cuts it, once its alert is decided on the whole name)."""
     event = str.__str__(msg) if isinstance(msg, str) else safe_repr(msg, 200)  # its own text
     if not record.args and record.exc_info is None and "\n" in event:
         event = _own_text(event)
-    return event if len(event) <= MAX_STR else plain_text(event)
+    return event
 
 
 def _own_text(msg: str) -> str:
@@ -423,7 +424,8 @@ def record_dict(record: logging.LogRecord) -> EventDict:
     """A stdlib record as an event dict: the template is the event, the formatted message
     the body, ``extra`` fields user fields, and the record's own time and callsite."""
     msg = record.msg
-    event = _event_of(record, msg)
+    text = _event_of(record, msg)
+    event = text if len(text) <= MAX_STR else plain_text(text)
     args = record.args
     if args:  # as getMessage() does, bounded and scrubbed
         body = format_body(msg, args if isinstance(args, tuple) else (args,))
@@ -442,6 +444,8 @@ def record_dict(record: logging.LogRecord) -> EventDict:
             extras[k] = v
     if extras:
         ed.update(user_fields(extras, CALL_KEYWORDS))
+    if event is not text:  # cut: an alert's name (its end) is decided on the whole text
+        claim_alert(text, ed)
     ed["code.file.path"] = plain_text(record.pathname)
     lineno = record.lineno
     ed["code.line.number"] = lineno if type(lineno) is int else 0

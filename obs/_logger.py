@@ -23,7 +23,7 @@ from obs._once_cache import HIT_DUE, _all_same, _same
 from obs._secrets import scrub_name
 from obs.encode import plain_values
 from obs.levels import LEVELS, METHOD_BY_LEVEL, as_level, level_class
-from obs.severity import ALERT_MARK, claim_alert
+from obs.severity import ALERT_MARK, ALERT_SCAN, claim_alert
 
 if TYPE_CHECKING:
     from obs._config import Holder
@@ -104,7 +104,7 @@ class BoundLogger:
     def debug(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at DEBUG (``event % args`` is the body when args are given)."""
         rt = self._holder.runtime or self._holder.ensure()
-        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+        if type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event:
             _alert(event, kw)
         if (rt.effective_level(_D, kw["stage"]) if "stage" in kw else _D) >= rt.level:
             rt.log(self, _D, "debug", event, kw, args)
@@ -112,7 +112,7 @@ class BoundLogger:
     def info(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at INFO."""
         rt = self._holder.runtime or self._holder.ensure()
-        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+        if type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event:
             _alert(event, kw)
         if (rt.effective_level(_I, kw["stage"]) if "stage" in kw else _I) >= rt.level:
             rt.log(self, _I, "info", event, kw, args)
@@ -120,7 +120,7 @@ class BoundLogger:
     def warning(self, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
         """Log ``event`` at WARNING."""
         rt = self._holder.runtime or self._holder.ensure()
-        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+        if type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event:
             _alert(event, kw)
         if (rt.effective_level(_W, kw["stage"]) if "stage" in kw else _W) >= rt.level:
             rt.log(self, _W, "warning", event, kw, args)
@@ -158,7 +158,7 @@ class BoundLogger:
         rt = self._holder.runtime or self._holder.ensure()
         if type(level) is not int or not 0 <= level <= 100:
             level = _level_of(rt, level)
-        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+        if type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event:
             _alert(event, kw)
         if (rt.effective_level(level, kw["stage"]) if "stage" in kw else level) >= rt.level:
             if kw.get("once"):
@@ -253,7 +253,7 @@ def _once_method(level: int, method: str) -> Callable[..., None]:  # noqa: C901 
                     return
         else:
             rt = self._holder.runtime or self._holder.ensure()
-        if type(event) is not str or ALERT_MARK in event:  # the alert's, by name
+        if type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event:
             _alert(event, kw)
         if "stage" in kw:
             if rt.effective_level(level, kw["stage"]) >= rt.level:
@@ -278,7 +278,7 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
     """``loud`` for a level below the runtime's: only a ``stage`` or the alert's event
     (named) can raise such a call above it, so without one the call returns at once
     (structlog's no-op, plus two tests)."""
-    mark = ALERT_MARK  # a closure constant: no global lookup per call
+    mark, scan = ALERT_MARK, ALERT_SCAN  # closure constants: no global lookup per call
     plain: object = None  # the last event found plain (a str without the mark): by identity
 
     def quiet(self: BoundLogger, event: str = NO_EVENT, /, *args: Any, **kw: Any) -> None:
@@ -286,7 +286,7 @@ def _quiet(loud: Callable[..., None]) -> Callable[..., None]:
         if "stage" in kw:
             loud(self, event, *args, **kw)
         elif event is not plain:  # the same object: the same exact str, plain again
-            if type(event) is str and mark not in event:
+            if type(event) is str and len(event) <= scan and mark not in event:
                 plain = event
             else:
                 loud(self, event, *args, **kw)

@@ -138,16 +138,23 @@ class Redactor:
         if walked is not None:  # a 1 MB value's 17 KB cut: scanned once, not twice
             values = [v for k, v in event_dict.items() if k not in walked]  # type: ignore[assignment]
         if _any_credential(values):
-            event = event_dict.get("event")
-            for key, value in event_dict.items():  # event, body and str values alike
-                if (
-                    type(value) is str
-                    and key[:5] != "_obs_"
-                    and (walked is None or key not in walked)
-                ):
-                    # A caller's text is scrubbed as obs' own is (secret pairs too); names
-                    # (event, logger, code.*) and a body that is the event keep a pair
-                    # whose value is a placeholder: ``"password=%s"`` is a template.
-                    named = key in CONTROL_SET and (key != "body" or value == event)
-                    event_dict[key] = (scrub_name if named else scrub_text)(value)
+            _scrub_texts(event_dict, walked)
         return event_dict
+
+
+def _scrub_texts(event_dict: EventDict, walked: set[str] | None) -> None:
+    """Each str of ``event_dict`` (event, body and values alike) but ``walked`` scrubbed. A
+    caller's text is scrubbed as obs' own is (secret pairs too); names (event, logger,
+    ``code.*``) and a body that is the event keep a pair whose value is a placeholder
+    (``"password=%s"`` is a template), and a body that is the event's str is scanned once."""
+    event = event_dict.get("event")
+    named_last: tuple[object, str] = (None, "")
+    for key, value in event_dict.items():
+        if type(value) is str and key[:5] != "_obs_" and (walked is None or key not in walked):
+            if key not in CONTROL_SET or (key == "body" and value != event):
+                event_dict[key] = scrub_text(value)
+            elif value is named_last[0]:  # the same str: its scrub is the same
+                event_dict[key] = named_last[1]
+            else:
+                named_last = (value, scrub_name(value))
+                event_dict[key] = named_last[1]

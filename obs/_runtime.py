@@ -61,6 +61,7 @@ from obs.scope import DecideScope, scope_allows
 from obs.settings import Settings
 from obs.severity import (
     ALERT_MARK,
+    ALERT_SCAN,
     DEFAULT_POLICY,
     StagePolicy,
     TagSeverity,
@@ -360,7 +361,7 @@ class Runtime:
             cache = self.once_cache
             slot = cache.slot(event, scope) if cache.enabled and type(event) is str else None
             try:  # the caller asked the once cache already: this is not a known repeat
-                marked = type(event) is not str or ALERT_MARK in event
+                marked = type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event
                 alert = alert_level(self.policy, event) if marked else None
                 if alert is not None:  # the alert's, by name: every rank, at its stage's level
                     level, slot, scope, rank = alert, None, "process", self.resolver.current().rank
@@ -492,7 +493,7 @@ class Runtime:
             return
         level = ed["_obs_level"]
         event = ed.get("event")  # the alert's by name, at any level, whatever stage it gave
-        if type(event) is not str or ALERT_MARK in event:
+        if type(event) is not str or len(event) > ALERT_SCAN or ALERT_MARK in event:
             claim_alert(event, ed)
         if "stage" in ed:
             level = self.effective_level(level, ed["stage"])

@@ -206,3 +206,39 @@ def test_below_the_level_only_the_alerts_event_or_a_stage_passes(
     finally:
         obs.testing.reset()
     assert written == expected
+
+
+#: Event names of any length: long ones take ``str.endswith`` (a mark's search of a 10 MB
+#: name cost ms), and past MAX_STR the written name is cut, so the stage tells the alert.
+_LONG_NAMES = st.builds(
+    lambda filler, size, end: (filler * size)[:size] + end,
+    filler=st.sampled_from(["-----BEGIN ", "x", "terminal_failure ", "a_terminal_failure"]),
+    size=st.sampled_from([0, 1, 900, 1007, 1008, 1009, 1100, 16_380, 16_384, 40_000]),
+    end=st.sampled_from([*ALERT_NAMES, "terminal_failure_", "terminal_failur", "", "_x"]),
+)
+
+
+@given(route=st.sampled_from(sorted(ROUTES)), name=_LONG_NAMES)
+@settings(max_examples=80, deadline=None)
+def test_a_long_names_alert_is_decided_by_its_end_as_a_short_ones(route: str, name: str) -> None:
+    """The alert decision for a name of any length is the short-name rule (it ends with
+    ``_terminal_failure`` or is ``terminal_failure``), on every route, at INFO."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        try:
+            obs.configure(format="json", sdk_disabled=True, file=path, stream="none", level="INFO")
+            ROUTES[route](obs.get_logger("app"), name)
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(x) for x in fh.read().splitlines()]
+        finally:
+            obs.testing.reset()
+            logging.getLogger("lib.own_level").setLevel(logging.NOTSET)
+    alert = name.endswith("_terminal_failure") or name == "terminal_failure"
+    written = [x for x in lines if x.get("chain") == "c"]
+    if alert:
+        assert [(x["stage"], x["severity_text"]) for x in written] == [
+            ("terminal_failure", "ERROR")
+        ], (route, len(name))
+    else:
+        assert all(x.get("stage") != "terminal_failure" for x in written), (route, len(name))
