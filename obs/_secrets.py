@@ -187,9 +187,10 @@ def _secret_as_read(key: str, low: str) -> bool:
 #: text that may hold a credential, and matches looked at one by one (pair names, userinfo
 #: tokens, bearer credentials; 2 to 4 microseconds each, the search up to it included). A
 #: few milliseconds at the scrubber's worst, far more than an ordinary call's values hold.
-#: Fewer steps redact more of a huge value, never less: past them the text is [REDACTED].
+#: Fewer steps redact more of a huge value, never less: past them the text is [REDACTED];
+#: 1024 keeps an engine's config line of 400 pairs (2 steps each) readable.
 SCRUB_CHARS = 32 * 1024
-SCRUB_STEPS = 512
+SCRUB_STEPS = 1024
 #: ... and characters of text with a pair separator tested for a secret word (a dozen
 #: substring searches: about 7 ns a character).
 SCRUB_SCAN = 128 * 1024

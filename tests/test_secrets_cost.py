@@ -219,12 +219,13 @@ _SEPARATORS = [" ", ", ", ": ", "=", " -", "\n"]
 def test_past_the_step_budget_a_text_that_may_hold_a_secret_is_not_scanned(
     texts: list[list[tuple[str, str]]],
 ) -> None:
-    """Once a call has spent its steps (a value of 600 pairs), every later text the
+    """Once a call has spent its steps (a value of more pairs than steps), every later text the
     hints flag is ``[REDACTED]`` at once, not scanned to its first match (which cost
     20 us a value of 2 KB, 300 of them a call); one they do not flag is kept as it is.
     Failed before: a flagged text with no match (``the key, sir``) was scanned, then kept."""
     from obs._secrets import (
         REDACTED,
+        SCRUB_STEPS,
         close_budget,
         credential_hint,
         open_budget,
@@ -234,7 +235,7 @@ def test_past_the_step_budget_a_text_that_may_hold_a_secret_is_not_scanned(
 
     saved = open_budget()
     try:
-        spent = scrub_text("token=a," * 600)  # 600 pairs: past SCRUB_STEPS
+        spent = scrub_text("token=a," * (SCRUB_STEPS + 100))  # past SCRUB_STEPS
         out = ["".join(w + s for w, s in words) for words in texts]
         got = [scrub_text(text) for text in out]
     finally:
@@ -272,3 +273,16 @@ def test_a_body_that_is_the_event_is_scrubbed_once(head: str, size: int) -> None
     assert line["event"] == line["body"]
     assert SECRET not in line["event"]
     assert len({id(text) for text in seen}) == len(seen)  # all alive: no str scanned twice
+
+
+def test_an_engine_config_line_of_400_pairs_keeps_all_but_its_secret() -> None:
+    """vLLM logs its engine config as one line of ``name=value`` pairs: one of 400 pairs
+    with a secret name has only that value redacted, the line is not replaced whole (at
+    512 or 256 steps, 2 a pair, it read ``[REDACTED]``)."""
+    pairs = ", ".join(f"param_{i}='value_{i}'" for i in range(400))
+    line = f"Initializing a V1 LLM engine with config: model='m', api_key='{SECRET}', {pairs}"
+    _, lines = _cost_and_lines(lambda log: log.info("engine_config", config=line))
+    assert len(lines) == 3
+    for written in lines:
+        assert SECRET not in written["config"]
+        assert written["config"] == line.replace(f"'{SECRET}'", "[REDACTED]")
