@@ -143,11 +143,12 @@ def test_burst_at_exit_is_spooled_or_counted(
     spooled = assert_accounted(lines, reports, n)
     counted = reported_drops(reports, "ERROR")
     print(f"{protocol}: sent {n} spooled {len(spooled)} counted {counted} exit {took:.2f}s")
-    # Without the budget exit waits for the blackholed export, its whole timeout (60 s);
-    # with it, the budget plus obs' own bounded work, which a loaded machine (2 cores, two
-    # suites, coverage) stretches several-fold: bounded at half the export's timeout, the
-    # test fails only when exit waited for the export, never for being slow.
-    assert took < export / 2, f"exit took {took:.1f}s: it waited for the stuck export"
+    # Without the budget exit waits for the blackholed export (38 s of its 60 s timeout,
+    # measured with the budget broken); with it, the budget plus obs' own bounded work,
+    # which a loaded machine (2 cores, two suites, coverage) stretches several-fold (3.5 s
+    # seen): bounded at a third of the export's timeout, the test fails only when exit
+    # waited for the export, never for being slow.
+    assert took < export / 3, f"exit took {took:.1f}s: it waited for the stuck export"
 
 
 def test_drop_counts_of_a_full_spool_reach_the_collector(tmp_path: Path) -> None:
