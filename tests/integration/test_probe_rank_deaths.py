@@ -47,7 +47,11 @@ _SITECUSTOMIZE = textwrap.dedent(
         def _rank_main(spec, rank, fd):
             how = _plan.get(rank)
             if how is not None:
-                if how.startswith("SIG"):
+                if how.startswith("SIG"):  # the signal's own action, at once: a handler
+                    # preloaded with flashinfer (tvm_ffi's) symbolizes a stack on SIGSEGV
+                    # first: seconds on a loaded machine, past the grace rank 2's exit set
+                    if how != "SIGKILL":  # (whose action cannot be set)
+                        signal.signal(getattr(signal, how), signal.SIG_DFL)
                     os.kill(os.getpid(), getattr(signal, how))
                 os._exit(int(how))
             return _real(spec, rank, fd)
