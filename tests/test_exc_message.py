@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import traceback
 
+from _exc import raised
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,20 +27,8 @@ class _Plain(RuntimeError):
 _KINDS = (KeyError, ValueError, RuntimeError, _Custom, _Plain, LookupError, OSError)
 
 
-def _raise(exc: BaseException) -> None:
-    raise exc
-
-
-def _raised(exc: BaseException) -> BaseException:
-    try:
-        _raise(exc)
-    except BaseException as caught:
-        return caught
-    raise AssertionError("not raised")
-
-
 def test_a_key_error_reads_as_the_stdlib_prints_it() -> None:
-    fields = format_exception(_raised(KeyError("k")))
+    fields = format_exception(raised(KeyError("k")))
     assert fields is not None
     assert fields["exception.message"] == "'k'"
     assert fields["exception.stacktrace"].endswith("KeyError: 'k'\n")
@@ -47,7 +36,7 @@ def test_a_key_error_reads_as_the_stdlib_prints_it() -> None:
 
 
 def test_a_class_with_its_own_str_reads_as_it_prints() -> None:
-    fields = format_exception(_raised(_Custom("x")))
+    fields = format_exception(raised(_Custom("x")))
     assert fields is not None
     assert fields["exception.message"] == "custom<x>"
     assert fields["exception.stacktrace"].endswith("_Custom: custom<x>\n")
@@ -64,7 +53,7 @@ def test_a_class_with_its_own_str_reads_as_it_prints() -> None:
 def test_any_one_arg_exception_reads_as_the_stdlib_prints_it(
     kind: type[BaseException], text: str
 ) -> None:
-    exc = _raised(kind(text))
+    exc = raised(kind(text))
     fields = format_exception(exc)
     assert fields is not None
     assert fields["exception.message"] == str(exc)

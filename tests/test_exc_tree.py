@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from _cpu import cpu_bound, least_cpu
+from _exc import raised
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,32 +34,20 @@ def _trace(exc: BaseException) -> str:
     return fields["exception.stacktrace"]
 
 
-def _raise(exc: BaseException) -> None:
-    raise exc
-
-
-def _raised(exc: BaseException) -> BaseException:
-    try:
-        _raise(exc)
-    except BaseException as caught:
-        return caught
-    raise AssertionError("not raised")
-
-
 def test_notes_are_shown_after_the_exception_line() -> None:
     exc = ValueError("allreduce workspace failed")
     exc.add_note("rank 3: NVLink down")
     exc.add_note("tried mnnvl then trtllm")
-    trace = _trace(_raised(exc))
+    trace = _trace(raised(exc))
     assert "ValueError: allreduce workspace failed\nrank 3: NVLink down\n" in trace
     assert trace.endswith("tried mnnvl then trtllm\n")
 
 
 def test_a_groups_members_are_shown_with_their_tracebacks() -> None:
     def fail(exc: BaseException) -> BaseException:
-        return _raised(exc)
+        return raised(exc)
 
-    group = _raised(ExceptionGroup("two ranks", [fail(ValueError("a")), fail(TypeError("b"))]))
+    group = raised(ExceptionGroup("two ranks", [fail(ValueError("a")), fail(TypeError("b"))]))
     trace = _trace(group)
     assert "ExceptionGroup: two ranks (2 sub-exceptions)" in trace
     assert "| ValueError: a\n" in trace
@@ -150,7 +139,7 @@ def test_a_notes_list_whose_methods_raise_keeps_the_trace(kind: str, grouped: bo
     notes = _RaisingList(["n"]) if kind == "list" else _RaisingTuple(("n",))
     exc.__notes__ = notes  # type: ignore[attr-defined]
     shown: BaseException = ExceptionGroup("ranks", [exc]) if grouped else exc
-    fields = format_exception(_raised(shown))
+    fields = format_exception(raised(shown))
     assert fields is not None
     assert fields["exception.type"] == ("ExceptionGroup" if grouped else "ValueError")
     bar = "| " if grouped else ""  # a member's lines are boxed
@@ -201,7 +190,7 @@ def _build(spec: Any) -> BaseException:
 @given(_tree)
 def test_every_line_the_stdlib_shows_for_a_small_tree_is_shown(spec: Any) -> None:
     """Within the bounds, each exception line and note the stdlib prints is there, in order."""
-    exc = _raised(_build(spec))
+    exc = raised(_build(spec))
     ours = _trace(exc)
     theirs = traceback.format_exception(exc)
     wanted = [
@@ -226,7 +215,7 @@ def test_the_json_line_and_stdlib_records_carry_the_members(tmp_path: Path) -> N
     path = tmp_path / "f.jsonl"
     obs.configure(file=str(path), format="json")
     members = [ValueError("rank 1 nccl"), OSError("rank 2 io")]
-    group = _raised(ExceptionGroup("ranks failed", members))
+    group = raised(ExceptionGroup("ranks failed", members))
     obs.get_logger("t").error("workspace_terminal_failure", exc_info=group)
     try:
         raise group
