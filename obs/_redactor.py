@@ -15,15 +15,15 @@ from obs._fields import CONTROL_SET, user_name
 from obs._labels import loki_safe
 from obs._secrets import REDACTED, close_budget, open_budget, scrub_name, scrub_text
 from obs.encode import (
-    _SCALARS,
     FLAT,
     MAX_KEY,
     MAX_STR,
-    _any_credential,
-    _safe_str,
+    SCALAR_TYPES,
+    any_credential,
     body_text,
     format_exception,
     is_secret_key,
+    safe_str,
     to_jsonable,
 )
 
@@ -36,7 +36,7 @@ def _free_name(event_dict: EventDict, key: object) -> str:
     text (a str subclass's exact value), as ``user.<text>`` when that is a control or
     private name or a key already there, so it never overwrites a field."""
     text = str.__str__(key) if isinstance(key, str) else key  # a text: scrubbed, then cut
-    name = user_name(_safe_str(text, MAX_KEY, scrub_text))
+    name = user_name(safe_str(text, MAX_KEY, scrub_text))
     if not loki_safe(name):  # no label name (the whole push refused), or a control's
         name = f"user.{name}"
     while name in event_dict:
@@ -121,7 +121,7 @@ class Redactor:
                 cls = type(value)
                 if (
                     (
-                        cls not in _SCALARS
+                        cls not in SCALAR_TYPES
                         or (cls is str and len(value) > MAX_STR)
                         or (cls is float and value - value != 0.0)
                     )
@@ -137,7 +137,7 @@ class Redactor:
         values = event_dict.values()
         if walked is not None:  # a 1 MB value's 17 KB cut: scanned once, not twice
             values = [v for k, v in event_dict.items() if k not in walked]  # type: ignore[assignment]
-        if _any_credential(values):
+        if any_credential(values):
             _scrub_texts(event_dict, walked)
         return event_dict
 

@@ -22,8 +22,10 @@ __all__ = [
     "MAX_WALK",
     "PLAIN_TYPES",
     "REDACTED",
+    "SCALAR_TYPES",
     "SECRET_PAIRS",
     "SECRET_WORDS",
+    "any_credential",
     "body_text",
     "credential_hint",
     "error_text",
@@ -32,6 +34,7 @@ __all__ = [
     "key_words",
     "plain_values",
     "safe_repr",
+    "safe_str",
     "scrub_credentials",
     "scrub_text",
     "scrubbed_text",
@@ -88,7 +91,7 @@ MAX_CHAIN = 8
 #: trace to it, after it was made and scrubbed twice).
 MAX_STACK = MAX_STR
 _INT64 = (-(2**63), 2**63 - 1)
-_SCALARS = (str, bool, int, float, type(None))
+SCALAR_TYPES = (str, bool, int, float, type(None))
 
 
 def is_secret_key(key: object) -> bool:
@@ -102,11 +105,11 @@ def is_secret_key(key: object) -> bool:
     return is_secret_name(key)
 
 
-PLAIN_TYPES = frozenset(_SCALARS)
+PLAIN_TYPES = frozenset(SCALAR_TYPES)
 _IS_STR = str.__instancecheck__
 
 
-def _any_credential(values: Iterable[Any]) -> bool:
+def any_credential(values: Iterable[Any]) -> bool:
     """Whether any str among ``values`` may hold a credential or a secret pair: one join and
     test for an event of short texts; past 4 KiB, True (each text is tested by itself as it
     is scrubbed: testing them all first too cost the hints twice). Text a reader reads
@@ -231,7 +234,9 @@ def safe_repr(obj: object, limit: int = MAX_STR) -> str:
         return f"<unrepresentable {type(obj).__qualname__} object>"
 
 
-def _safe_str(obj: object, limit: int = MAX_STR, scrub: Callable[[str], str] | None = None) -> str:
+def safe_str(obj: object, limit: int = MAX_STR, scrub: Callable[[str], str] | None = None) -> str:
+    """``obj`` as bounded text, never raising: a str (scrubbed by ``scrub``), an exception
+    as ``Type: message`` (scrubbed), bytes decoded, anything else its safe repr."""
     if isinstance(obj, str):
         return _plain_str(obj, limit, scrub)
     if isinstance(obj, BaseException):
@@ -262,7 +267,7 @@ def _exc_text(exc: BaseException) -> str:
         if issubclass(type(arg), str):
             return _scrub_cut(str.__str__(arg), MAX_STR, scrub_text)
         if not issubclass(type(arg), BaseException):
-            return _safe_str(arg)
+            return safe_str(arg)
     return str(exc)
 
 
@@ -333,7 +338,7 @@ class _Walk:
             return obj if _INT64[0] <= obj <= _INT64[1] else _int_text(obj)  # type: ignore[operator,arg-type]
         if cls is float:
             return obj if obj - obj == 0.0 else str(obj)  # type: ignore[operator]
-        if isinstance(obj, _SCALARS):  # subclasses: str Enums, IntEnums, float subclasses
+        if isinstance(obj, SCALAR_TYPES):  # subclasses: str Enums, IntEnums, float subclasses
             if isinstance(obj, str):
                 return _plain_str(obj, MAX_STR, self.scrub)
             if isinstance(obj, bool):
@@ -353,7 +358,7 @@ class _Walk:
             return self.guarded(obj, depth, self.mapping)
         if isinstance(obj, _SEQUENCES):
             return self.guarded(obj, depth, self.sequence)
-        return _safe_str(obj)
+        return safe_str(obj)
 
     def guarded(self, obj: Any, depth: int, walk: Any) -> Any:
         if id(obj) in self.seen:
@@ -377,7 +382,7 @@ class _Walk:
                 self.budget -= len(k) >> 7  # a long key costs its share of the walk
                 key = _plain_str(k, MAX_KEY, self.scrub)
             else:
-                key = _safe_str(k, MAX_KEY)
+                key = safe_str(k, MAX_KEY)
             if key in out:  # two keys that read the same once scrubbed: both kept
                 key = f"{key}.{i}"
             secret = is_secret_key(k if type(k) is str else key)  # a long name's end too
@@ -530,7 +535,7 @@ def _format_one(exc: BaseException, tree: Tree) -> str:
     except BaseException:
         text = f"<exception str() failed: {safe_repr(exc, 200)}>"
     tree.add(out, f"{name}: {_scrub_cut(text, 4096, scrub_text)}\n" if text else f"{name}\n")
-    out.append(notes(exc, lambda note: _safe_str(note, 4096, scrub_text), tree))  # spent there
+    out.append(notes(exc, lambda note: safe_str(note, 4096, scrub_text), tree))  # spent there
     return "".join(out) + (members(exc, _format_chain, tree) if group else "")
 
 
