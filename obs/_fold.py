@@ -29,9 +29,10 @@ _IGNORABLE = (
 #: and phonetic letters, spaces, letterlike and enclosed forms, CJK compatibility,
 #: ligatures, small and fullwidth forms, mathematical alphanumerics, enclosed supplement).
 _BLOCKS = (
-    (0x00A0, 0x02FF), (0x1D00, 0x1DBF), (0x2000, 0x2BFF), (0x3000, 0x33FF),
-    (0xFB00, 0xFB4F), (0xFE10, 0xFE6F), (0xFF00, 0xFFEF), (0x1D400, 0x1D7FF),
-    (0x1F100, 0x1F1FF),
+    (0x00A0, 0x02FF), (0x1D00, 0x1DBF), (0x2000, 0x2BFF), (0x2C60, 0x2C7F),
+    (0x3000, 0x33FF), (0xA700, 0xA7FF), (0xFB00, 0xFB4F), (0xFE10, 0xFE6F),
+    (0xFF00, 0xFFEF), (0x10780, 0x107BF), (0x1D400, 0x1D7FF), (0x1F100, 0x1F1FF),
+    (0x1FBF0, 0x1FBF9),
 )  # fmt: skip
 
 
@@ -71,16 +72,34 @@ def fold_hint(text: str) -> bool:
     form; a character not printable, then a search for a format one such as ``U+200B``)."""
     return not text.isascii() and (
         not _is_normalized("NFKC", text)
-        or (not text.isprintable() and _FORMAT.search(text) is not None)
+        or (_FORMAT.search(text) is not None if not text.isprintable() else _in_word(text))
     )
 
 
-#: The default-ignorable characters of the Basic Multilingual Plane: a class the regex
-#: engine tests by a bitmap (searched only in text with a character not printable).
+def _in_word(text: str) -> bool:
+    """Whether a default-ignorable character that ``str.isprintable`` counts printable
+    follows a letter or digit (``pass\\ufe0fword``); after an emoji (``U+26A0 U+FE0F``,
+    its presentation) it hides no name: that text is not folded. A bitmap search first."""
+    if _SHOWN.search(text) is None:
+        return False
+    for found in _SHOWN.finditer(text):
+        at = found.start()
+        if at and (text[at - 1].isalnum() or text[at - 1] in "_-"):
+            return True
+    return False
+
+
+#: The default-ignorable characters (searched in text with a character not printable).
 _FORMAT = lazy(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8]"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
+#: ... and those that ``str.isprintable`` counts printable (combining marks, variation
+#: selectors, Hangul fillers): in other text, only these can be there. The Basic
+#: Multilingual Plane's only (a bitmap, about 8 ns a character; U+E0100 to U+E01EF, astral
+#: variation selectors, are not searched: a class with them costs half as much again).
+_SHOWN = lazy("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\ufe00-\ufe0f]")
 
 
 def folded(text: str) -> str:
@@ -97,7 +116,8 @@ def folded(text: str) -> str:
 _ASTRAL = lazy("[\U00010000-\U0010ffff]")
 _ASTRAL_SPELLS = lazy(
     "[\U0001d400-\U0001d7ff\U0001f100-\U0001f1ff\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U00010780-\U000107bf"
+    "\U0001fbf0-\U0001fbf9]"
 )
 
 
