@@ -159,6 +159,7 @@ class Holder:
 
     __slots__ = (
         "_atexit",
+        "_configured_late",
         "_deferred",
         "_forked",
         "_inside",
@@ -192,6 +193,7 @@ class Holder:
         #: on that same thread (a signal handler's, a finaliser's) asked for meanwhile.
         self._inside: int | None = None
         self._deferred: list[Callable[[], object]] = []
+        self._configured_late = False  # a deferred configure() ran: its hooks are due
         self._forked = False  # the fork hook is registered (on first use: none at import)
         self._atexit = False
         self._sighup = False
@@ -214,7 +216,7 @@ class Holder:
 
     def _after_fork(self) -> None:
         self._lock = threading.RLock()
-        self._inside, self._deferred = None, []
+        self._inside, self._deferred, self._configured_late = None, [], False
         if self.bridge is not None:  # held across a walk of the loggers in configure()
             self.bridge.adopt_lock = threading.Lock()
         runtime = self.runtime
@@ -284,6 +286,7 @@ class Holder:
                 return self._defer_configure(overrides, errors)
             with self._exclusive():
                 settings = self._configure(overrides, errors)
+            self._configured_late = False  # its hooks run now, once
         self._after_configure()
         return settings
 
@@ -315,6 +318,7 @@ class Holder:
         def later() -> None:
             problems: list[ConfigError] = []
             self._configure(kept, problems)
+            self._configured_late = True
             if self.runtime is not None:
                 _report_errors(self.runtime, problems)
 
@@ -390,6 +394,9 @@ class Holder:
                 return
             with self._exclusive():
                 self._reset()
+            late, self._configured_late = self._configured_late, False
+        if late:  # a signal handler's configure() ran after this reset: its hooks too
+            self._after_configure()
 
     def _reset(self) -> None:
         """reset()'s work, with the lock held."""

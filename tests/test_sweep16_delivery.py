@@ -11,8 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import obs
+import obs.testing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -196,3 +200,38 @@ def test_a_signal_handler_logging_during_the_first_configure(fractions: list[flo
         rc, events, stderr = _first(max(1, int(fraction * calls)))
         assert rc == 0, stderr[-3000:]
         assert (events.count("in_handler"), events.count("after")) == (1, 1), stderr[-3000:]
+
+
+def test_a_configure_deferred_past_a_reset_runs_the_after_configure_hooks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``configure()`` re-entered on the thread inside ``reset()`` (a signal handler's,
+    made here at the seam right after reset's work) is applied after it, and the
+    ``after_configure`` hooks (vLLM's plugin keeps one) run for it, as for any configure.
+    They did not: only configure() ran them, after its own call."""
+    from obs._config import STATE, Holder
+
+    calls: list[int] = []
+
+    def hook() -> None:
+        calls.append(1)
+
+    obs.configure(sdk_disabled=True, stream="none")
+    STATE.after_configure.append(hook)
+    original = Holder._reset
+
+    def reentered(self: Holder) -> None:
+        original(self)
+        obs.configure(sdk_disabled=True, stream="none", level="WARNING")  # the handler's
+
+    try:
+        monkeypatch.setattr(Holder, "_reset", reentered)
+        STATE.reset()
+        monkeypatch.undo()
+        assert calls == [1]
+        assert STATE.runtime is not None
+        assert STATE.runtime.settings.level == 30
+    finally:
+        monkeypatch.undo()
+        STATE.after_configure.remove(hook)
+        obs.testing.reset()
