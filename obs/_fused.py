@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from obs._fields import CONTROL_SET, PRIVATE_KEYS
-from obs._fold import read_hint
+from obs._fold import read_secret_hint
 from obs._once_cache import NOT_PLAIN
 from obs._redactor import Redactor
 from obs._secrets import bearer_hint, option_hint, pair_hint, token_hint
@@ -139,7 +139,7 @@ class FusedLine:
         return False (nothing written): not plain."""
         if type(event) is not str or type(level) is not int or logger._context:
             return False
-        if len(event) > MAX_STR or (not event.isascii() and read_hint(event)):
+        if len(event) > MAX_STR or (not event.isascii() and read_secret_hint(event)):
             return False  # the chain cuts it first; reads it as read (fullwidth letters)
         # credential_hint, inlined here and below (two calls fewer per str); an identifier
         # holds neither a URL credential nor a pair, but may be a token (``hf_...``):
@@ -163,7 +163,7 @@ class FusedLine:
                 cls = type(value)
                 if cls is str:
                     size = len(value)
-                    if size >= MAX_STR or (not value.isascii() and read_hint(value)):
+                    if size >= MAX_STR or (not value.isascii() and read_secret_hint(value)):
                         return False  # the chain's: cut first; read as read (fullwidth)
                     if (
                         # an identifier holds neither a URL credential nor a pair: one C

@@ -60,7 +60,7 @@ from obs._exc_tree import (
     members,
     notes,
 )
-from obs._fold import read_hint
+from obs._fold import read_secret_hint
 from obs._repr import BOUNDED as _REPR
 from obs._secrets import (
     MAX_KEY,
@@ -113,9 +113,14 @@ def any_credential(values: Iterable[Any]) -> bool:
     """Whether any str among ``values`` may hold a credential or a secret pair: one join and
     test for an event of short texts; past 4 KiB, True (each text is tested by itself as it
     is scrubbed: testing them all first too cost the hints twice). Text a reader reads
-    otherwise than it is spelled (:func:`~obs._fold.read_hint`) may hold one too."""
+    otherwise than it is spelled (:func:`~obs._fold.read_secret_hint`) may hold one too."""
     joined = "\0".join(filter(_IS_STR, values))
-    return len(joined) > 4096 or credential_hint(joined) or pair_hint(joined) or read_hint(joined)
+    return (
+        len(joined) > 4096
+        or credential_hint(joined)
+        or pair_hint(joined)
+        or read_secret_hint(joined)
+    )
 
 
 class _FlatMark:

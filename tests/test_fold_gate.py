@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 import obs
 import obs._secrets
 import obs.testing
-from obs._fold import folded, read_hint
+from obs._fold import folded, read_hint, read_secret_hint
 from obs._secrets import scrub_text
 
 #: Chinese text and its punctuation, fullwidth and ideographic.
@@ -27,6 +28,8 @@ CHINESE = "模型加载完成耗时秒共卡显存不足请稍后重试"
 PUNCT = "，：（）！？；、。「」　"  # noqa: RUF001 - the text under test
 #: What a hostile or copied name is spelled with: fullwidth letters and signs,
 #: mathematical letters, invisible characters.
+#: Latin letters and digits as Japanese text writes them (fullwidth).
+WIDE = "\uff27\uff30\uff35\uff10\uff13\uff48\uff46\uff4b\uff59"
 SPELLS = "ｐａｓｗｏｒｄｔｋｅｎ＝＠＿－" + "\U0001d429\U0001d41a" + "\u200b\u00ad\u2060"  # noqa: RUF001
 
 
@@ -89,6 +92,66 @@ def test_text_not_read_as_read_holds_nothing_its_reading_would_redact(text: str)
     """Where the gate says no, scrubbing the text as read redacts nothing more than
     scrubbing it as spelled (so skipping the fold never writes a secret)."""
     if read_hint(text):
+        return
+    shown = folded(text)
+    assert (scrub_text(shown) == shown) or (scrub_text(text) != text)
+
+
+def test_japanese_text_with_fullwidth_letters_is_not_scrubbed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Japanese text writes Latin letters and digits fullwidth (``GPU0`` as U+FF27...):
+    read as read it holds no secret, so its call is not scrubbed field by field (13.9 ->
+    47 us a call when any text read otherwise sent the call to the chain's scrub), and its
+    line holds it byte for byte."""
+    import obs._redactor
+
+    calls: list[str] = []
+
+    def spy(text: str, keep: Any = None) -> str:
+        calls.append(text)
+        return scrub_text(text, keep)
+
+    monkeypatch.setattr(obs._redactor, "scrub_text", spy)
+    text = "\uff27\uff30\uff35\uff10でメモリ不足が発生しました（\uff13回目）。"  # noqa: RUF001
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.jsonl")
+        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
+        try:
+            log = obs.get_logger("app")
+            log.info("oom", detail="warm")  # the fields' names are scrubbed once, here
+            calls.clear()
+            log.info("oom", detail=text)
+            obs.flush(5)
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(x) for x in fh]
+        finally:
+            obs.testing.reset()
+    assert calls == []
+    assert lines[1]["detail"] == text
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *CHINESE,
+                *PUNCT,
+                *SPELLS,
+                *WIDE,
+                *"abc xyz=:,-_@/.%",
+                "password",
+                "sk-",
+            ]
+        ),
+        max_size=30,
+    ).map(lambda parts: "".join(parts) + " hunter2")
+)
+def test_a_reading_not_flagged_holds_nothing_the_scrubber_would_redact(text: str) -> None:
+    """Where :func:`read_secret_hint` says no, the text as read is one the scrubber keeps
+    (or its spelling is scrubbed anyway): skipping the chain never writes a secret."""
+    if read_secret_hint(text):
         return
     shown = folded(text)
     assert (scrub_text(shown) == shown) or (scrub_text(text) != text)
