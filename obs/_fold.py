@@ -82,14 +82,16 @@ def fold_hint(text: str) -> bool:
 
 def _in_word(text: str) -> bool:
     """Whether a default-ignorable character that ``str.isprintable`` counts printable
-    follows a letter or digit (``pass\\ufe0fword``); after an emoji (``U+26A0 U+FE0F``,
-    its presentation) it hides no name: that text is not folded. A bitmap search first."""
-    if _SHOWN.search(text) is None:
-        return False
-    for found in _SHOWN.finditer(text):
-        at = found.start()
-        if at and (text[at - 1].isalnum() or text[at - 1] in "_-"):
-            return True
+    follows a letter or digit (``pass\ufe0fword``); after an emoji (``U+26A0 U+FE0F``,
+    its presentation) it hides no name: that text is not folded. Bitmap searches first;
+    the astral variation selectors only in text with a character past the BMP."""
+    for shown in (_SHOWN, _SHOWN_ASTRAL):
+        if shown is _SHOWN_ASTRAL and _ASTRAL.search(text) is None:
+            break
+        for found in shown.finditer(text):
+            at = found.start()
+            if at and (text[at - 1].isalnum() or text[at - 1] in "_-"):
+                return True
     return False
 
 
@@ -104,6 +106,9 @@ _FORMAT = lazy(
 #: Multilingual Plane's only (a bitmap, about 8 ns a character; U+E0100 to U+E01EF, astral
 #: variation selectors, are not searched: a class with them costs half as much again).
 _SHOWN = lazy("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\ufe00-\ufe0f]")
+#: ... and the astral variation selectors (U+E0100 to U+E01EF), searched only in text
+#: that holds a character past the BMP.
+_SHOWN_ASTRAL = lazy("[\U000e0100-\U000e01ef]")
 
 
 def folded(text: str) -> str:
