@@ -15,6 +15,7 @@ import unicodedata
 
 from obs._lazy_re import lazy
 from obs._secret_hints import credential_hint, pair_hint, secret_hint
+from obs._tokens import token_hint
 
 #: Unicode's default-ignorable code points (DerivedCoreProperties): not shown, or shown
 #: as nothing, so ``pass\u200bword`` reads ``password``.
@@ -57,7 +58,7 @@ def _build() -> dict[int, str | None]:
     spells = "".join(
         re.escape(chr(code))
         for code, read in table.items()
-        if code < 0x10000 and (read is None or any(c.isalnum() or c in "_-@" for c in read))
+        if code < 0x10000 and (read is None or any(c.isalnum() or c in "_-@%" for c in read))
     )
     _Table.spells = re.compile(f"[{spells}]")  # a BMP class: the regex engine's bitmap
     bmp = "".join(re.escape(chr(code)) for code in table if code < 0x10000)
@@ -148,10 +149,12 @@ _ASTRAL_SPELLS = lazy(
 
 def read_hint(text: str) -> bool:
     """Whether ``text`` read as read (:func:`folded`) may hold a secret that its code
-    points do not: a character read as a letter, a digit, ``_``, ``-`` or ``@``, or one not
-    shown, may spell a name or token; where only punctuation and blanks read otherwise
-    (U+FF0C, U+FF1A in Chinese text) the words are the text's own, so a secret word must be
-    there already. C-level searches: CJK text pays no fold (0.2 us a character)."""
+    points do not: a character read as a letter, a digit, ``_``, ``-``, ``@`` or ``%`` (an
+    escape spells a letter: ``to%6Ben``, its ``%`` fullwidth), or one not shown, may spell
+    a name or token; where only punctuation and blanks read otherwise (U+FF0C, U+FF1A in
+    Chinese text) the words are the text's own, so a secret word or a token's head (a
+    JWT's ``eyJ``, its dots fullwidth) must be there already. C-level searches: CJK text
+    pays no fold (0.2 us a character)."""
     if text.isascii() or not fold_hint(text):
         return False
     if _Table.table is None:
@@ -163,5 +166,5 @@ def read_hint(text: str) -> bool:
         return True
     return (
         secret_hint(text) or "@" in text or "earer" in text or "EARER" in text
-        or "asic" in text or "ASIC" in text
+        or "asic" in text or "ASIC" in text or token_hint(text)
     )  # fmt: skip
