@@ -8,7 +8,7 @@ use (a few milliseconds) and ``str.translate``: NFKC itself costs up to 5 us a c
 
 from __future__ import annotations
 
-__all__ = ["fold_hint", "folded", "read_hint", "read_secret_hint"]
+__all__ = ["fold_hint", "folded", "last_read_as", "read_hint", "read_secret_hint"]
 
 import re
 import unicodedata
@@ -44,6 +44,8 @@ class _Table:
     spells: re.Pattern[str] | None = None
     #: Runs of the table's Basic Multilingual Plane characters (a bitmap class).
     runs: re.Pattern[str] | None = None
+    #: The characters read as each ASCII character (``"\u3000"`` and others for a blank).
+    reads: dict[str, str] | None = None
 
 
 def _build() -> dict[int, str | None]:
@@ -63,6 +65,11 @@ def _build() -> dict[int, str | None]:
     _Table.spells = re.compile(f"[{spells}]")  # a BMP class: the regex engine's bitmap
     bmp = "".join(re.escape(chr(code)) for code in table if code < 0x10000)
     _Table.runs = re.compile(f"[{bmp}]+")
+    reads: dict[str, str] = {}
+    for code, shown in table.items():
+        if shown is not None and len(shown) == 1:
+            reads[shown] = reads.get(shown, "") + chr(code)
+    _Table.reads = reads
     _Table.table = table
     return table
 
@@ -124,6 +131,18 @@ def folded(text: str) -> str:
     else:  # only the runs that fold (a fullwidth ``GPU0`` in Japanese text), each translated
         shown = runs.sub(lambda run: run[0].translate(table), text)
     return text if shown == text else shown
+
+
+def last_read_as(text: str, chars: tuple[str, ...]) -> int:
+    """The index of ``text``'s last character read as one of ``chars`` (ASCII ones) in
+    another form (a fullwidth ``"`` or an ideographic space for ``" "``), or -1."""
+    if text.isascii():
+        return -1
+    reads = _Table.reads
+    if reads is None:
+        _build()
+        reads = _Table.reads or {}
+    return max((text.rfind(form) for char in chars for form in reads.get(char, "")), default=-1)
 
 
 def read_secret_hint(text: str) -> bool:

@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from obs._fold import folded, read_hint
+from obs._fold import folded, last_read_as, read_hint
 from obs._lazy_re import lazy
 from obs._secret_hints import (
     bearer_hint,
@@ -365,13 +365,16 @@ def cut_tail(text: str) -> str:
     """``text``, the start of a longer text cut short, without its last token when that
     token may be a credential the cut left without its end, which the scrubber needs to
     see it: a URL's userinfo before its ``@`` (``https://user:pw``, ``https://<token>``,
-    percent-encoded too) or a bearer/basic credential (shorter than it looks for). Cut
-    before it is scrubbed, so none of it is shown; a word, a number or a pair stays."""
-    start = max(map(text.rfind, _TOKEN_ENDS)) + 1
-    token = text[start:]
+    percent-encoded too) or a bearer/basic credential (shorter than it looks for), read as
+    a reader reads it (:func:`~obs._fold.folded`). Cut before it is scrubbed, so none of
+    it is shown; a word, a number or a pair stays."""
+    start = max(*map(text.rfind, _TOKEN_ENDS), last_read_as(text, _TOKEN_ENDS)) + 1
+    token = folded(text[start:])  # as read: a fullwidth colon, at sign or ``hf_``
     if ":" in token or "@" in token or "%" in token:
         return text[:start]
-    if token and text[max(start - 8, 0) : start].rstrip().lower().endswith(("bearer", "basic")):
+    if token and folded(text[max(start - 32, 0) : start]).rstrip().lower().endswith(
+        ("bearer", "basic")
+    ):
         return text[:start]
     if ("_" in token or "-" in token or "J" in token or "I" in token) and token_head(token):
         return text[:start]  # ``hf_AbC``: a token's head, too short for its shape now

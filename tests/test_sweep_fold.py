@@ -121,3 +121,65 @@ def test_chinese_text_with_fullwidth_punctuation_is_kept() -> None:
     text = "模型加载完成\uff0c耗时\uff1a\uff13秒\uff05\uff08\uff27\uff30\uff35\uff10\uff09\uff0e"
     (line,) = _lines(lambda log: log.info("e", detail=text, note="完成\uff0c耗时\uff1a3秒\uff0e"))
     assert (text, "完成\uff0c耗时\uff1a3秒\uff0e") == (line["detail"], line["note"])
+
+
+def _wide(text: str) -> str:
+    """``text`` in fullwidth forms (U+FF01 to U+FF5E)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+#: Credentials whose head or delimiters are spelled in fullwidth forms.
+_CUT_SECRETS = [
+    _wide("hf_") + "abcdefghijklmnopqrstuvwxyz0123456789",
+    _wide("sk-") + "abcdefghijklmnopqrstuvwxyz0123456789",
+    "https\uff1a//user\uff1aabcdefghijklmnopqrstuvwxyz\uff20host/",
+    _wide("Bearer") + "\u3000abcdefghijklmnopqrstuvwxyz0123",
+]
+
+
+def _fail(text: str) -> None:
+    raise ValueError(text)
+
+
+def _raise(text: str) -> Callable[[Any], None]:
+    def call(log: Any) -> None:
+        try:
+            _fail(text)
+        except ValueError:
+            log.exception("boom")
+
+    return call
+
+
+@pytest.mark.parametrize("secret", _CUT_SECRETS)
+@pytest.mark.parametrize("into", [5, 14, 25])
+def test_no_part_of_a_fullwidth_credential_is_left_at_the_cut(secret: str, into: int) -> None:
+    """Text past 16 KiB is scrubbed to the cut plus a margin; the credential the margin's
+    end cuts is dropped whole though its head is fullwidth, also where invisible characters
+    before it make the text read shorter than the cut (failed before: ``hf_abcdefghijk``
+    written)."""
+    head = f"{_wide('password')}=x " + "\u200b" * 17_000 + " "
+    text = head + "y" * (17_408 - len(head) - 1 - into) + " " + secret
+    routes = [lambda log: log.info(text), _raise(text)]
+    lines = _lines(lambda log: [route(log) for route in routes])
+    assert 2 == len(lines)
+    assert "abcdefghij" not in _read(json.dumps(lines, ensure_ascii=False))
+
+
+@settings(max_examples=25)
+@given(
+    secret=st.sampled_from(_CUT_SECRETS),
+    wide=st.sets(st.integers(0, 12), max_size=6),
+    into=st.integers(1, 30),
+    hidden=st.sampled_from(["\u200b", "\u00ad", "\u2060", "\ufeff"]),
+)
+def test_any_such_credential_at_the_cut_is_dropped(
+    secret: str, wide: set[int], into: int, hidden: str
+) -> None:
+    """Any of its first characters fullwidth or not, any invisible padding: no part of
+    the credential's body the cut leaves is shown."""
+    secret = "".join(_wide(c) if i in wide else _read(c) for i, c in enumerate(secret))
+    head = f"{_wide('password')}=x " + hidden * 17_000 + " "
+    text = head + "y" * (17_408 - len(head) - 1 - into) + " " + secret
+    lines = _lines(lambda log: log.info(text))
+    assert "abcdefghij" not in _read(json.dumps(lines, ensure_ascii=False))
