@@ -12,6 +12,7 @@ __all__ = ["fold_hint", "folded", "last_read_as", "read_hint", "read_secret_hint
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 from obs._lazy_re import lazy
 from obs._secret_hints import credential_hint, pair_hint, secret_hint
@@ -133,7 +134,7 @@ def folded(text: str) -> str:
     return text if shown == text else shown
 
 
-def last_read_as(text: str, chars: tuple[str, ...]) -> int:
+def last_read_as(text: str, chars: Iterable[str]) -> int:
     """The index of ``text``'s last character read as one of ``chars`` (ASCII ones) in
     another form (a fullwidth ``"`` or an ideographic space for ``" "``), or -1."""
     if text.isascii():

@@ -369,17 +369,23 @@ def cut_tail(text: str) -> str:
     a reader reads it (:func:`~obs._fold.folded`). Cut before it is scrubbed, so none of
     it is shown; a word, a number or a pair stays."""
     start = max(*map(text.rfind, _TOKEN_ENDS), last_read_as(text, _TOKEN_ENDS)) + 1
-    token = folded(text[start:])  # as read: a fullwidth colon, at sign or ``hf_``
-    if ":" in token or "@" in token or "%" in token:
-        return text[:start]
+    token = text[start:]
+    if ":" in token or "@" in token or "%" in token or last_read_as(token, ":@%") >= 0:
+        return text[:start]  # a fullwidth colon or at sign too, as a reader reads them
     if token and folded(text[max(start - 32, 0) : start]).rstrip().lower().endswith(
         ("bearer", "basic")
     ):
         return text[:start]
+    if not token.isascii():  # a head such as a fullwidth ``hf_``: its end read as read (a
+        token = folded(token[-_HEAD_READ:])  # longer head is no partial credential)
     if ("_" in token or "-" in token or "J" in token or "I" in token) and token_head(token):
         return text[:start]  # ``hf_AbC``: a token's head, too short for its shape now
     return text
 
+
+#: How much of a cut token's end is read as read for a credential's head: a head further
+#: back has more than its shape's length after it, so the scrub finds it whole.
+_HEAD_READ = 256
 
 #: How far past a cut a scrub reads, so a credential that straddles the cut is found.
 SCRUB_MARGIN = 1024
