@@ -7,16 +7,13 @@ only those of a few blocks), so no such spelling writes a secret in the clear.""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import unicodedata
 from typing import Any
 
+from _written import written
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import obs
-import obs.testing
 from obs._fold import folded
 from obs._secrets import scrub_text
 
@@ -36,19 +33,6 @@ IGNORABLE = st.sampled_from(
 )  # fmt: skip
 
 
-def _lines(call: Any) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-        try:
-            call(obs.get_logger("app"))
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                return [json.loads(line) for line in fh if line.strip()]
-        finally:
-            obs.testing.reset()
-
-
 def test_hidden_ignorable_in_a_pair_name_is_redacted_in_every_field() -> None:
     """``pass<U+034F>word=...`` (and each other missed character) in an event, a value and
     a field name: the secret is in no line (main wrote it in the clear)."""
@@ -59,7 +43,7 @@ def test_hidden_ignorable_in_a_pair_name_is_redacted_in_every_field() -> None:
             log.info("ev", msg=f"note pass{c}word={SECRET} end")  # noqa: G004
             log.info("ev", **{f"api{c}_key": SECRET})
 
-    text = json.dumps(_lines(call))
+    text = json.dumps(written(call))
     assert SECRET not in text
 
 

@@ -8,13 +8,11 @@ secret is kept byte for byte."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import unicodedata
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _written import written
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,20 +38,6 @@ def _bold(text: str) -> str:
 def _read(text: str) -> str:
     """What a reader sees: NFKC, invisible characters dropped."""
     return "".join(c for c in unicodedata.normalize("NFKC", text) if c not in INVISIBLE)
-
-
-def _lines(call: Callable[[Any], None]) -> list[dict[str, Any]]:
-    """The JSON lines ``call(log)`` writes (OBS_FILE; obs reset afterwards)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-        try:
-            call(obs.get_logger("app"))
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                return [json.loads(line) for line in fh if line.strip()]
-        finally:
-            obs.testing.reset()
 
 
 #: Secret pairs as text, each name spelled so a reader still reads it.
@@ -89,7 +73,7 @@ def test_a_secret_pair_spelled_in_other_forms_is_redacted(text: str, where: str)
         else:
             log.error(text, n=1)
 
-    (line,) = _lines(call)
+    (line,) = written(call)
     assert SECRET not in _read(json.dumps(line, ensure_ascii=False))
     if where != "event":
         assert ("workspace_terminal_failure", 1) == (line["event"], line["n"])
@@ -105,7 +89,7 @@ def test_a_secret_field_name_spelled_in_other_forms_is_redacted(name: str) -> No
         log.info("nested", cfg=[{"db": {name: SECRET}}])
         log.bind(**{name: SECRET}).info("bound")
 
-    lines = _lines(call)
+    lines = written(call)
     assert ["workspace_terminal_failure", "nested", "bound"] == [ln["event"] for ln in lines]
     assert SECRET not in _read(json.dumps(lines, ensure_ascii=False))
 
@@ -163,7 +147,7 @@ KEPT = [
 def test_text_without_a_secret_is_kept_byte_for_byte(text: str) -> None:
     """Non-ASCII text that reads as no secret is written exactly as logged (no folding
     where nothing was redacted)."""
-    (line,) = _lines(lambda log: log.info("e", detail=text, other=f"{text} a=1"))
+    (line,) = written(lambda log: log.info("e", detail=text, other=f"{text} a=1"))
     assert (text, f"{text} a=1") == (line["detail"], line["other"])
 
 
@@ -182,7 +166,7 @@ _FOLDING = st.text(
 def test_any_folding_text_without_a_secret_is_kept(text: str) -> None:
     """Text a reader reads otherwise, with no secret in it, is written exactly as logged
     (the folded reading is only written where it redacted something)."""
-    (line,) = _lines(lambda log: log.info("e", detail=text, pair=f"{text} n=1"))
+    (line,) = written(lambda log: log.info("e", detail=text, pair=f"{text} n=1"))
     assert (text, f"{text} n=1") == (line["detail"], line["pair"])
 
 
@@ -216,7 +200,7 @@ def test_any_disguise_of_a_secret_name_is_redacted(
         log.warning("pair", detail=f"cfg {shown}{sep}{SECRET} n=1")
         log.warning("named", **{shown: SECRET})
 
-    lines = _lines(call)
+    lines = written(call)
     assert ["pair", "named"] == [ln["event"] for ln in lines]
     assert SECRET not in _read(json.dumps(lines, ensure_ascii=False))
 
@@ -235,7 +219,7 @@ def test_the_plain_fast_path_reads_as_read_too() -> None:
                 log.info("e", v=value)
             log.info(_wide(f"password={SECRET}"))
 
-    lines = _lines(call)
+    lines = written(call)
     assert 2 * (len(values) + 2) == len(lines)
     text = _read(json.dumps(lines, ensure_ascii=False))
     assert SECRET not in text

@@ -7,18 +7,14 @@ there; Chinese text with fullwidth commas is kept byte for byte."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import unicodedata
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _written import written
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import obs
-import obs.testing
 
 SECRET = "Qx7hunter2Qx7"
 JWT_PARTS = ("eyJhbGciOiJIUzI1NiJ9", "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "SflKxwRJSMeKKF2QT4fwpMeJf36")
@@ -29,20 +25,6 @@ PERCENTS = ["\uff05", "\ufe6a"]
 
 def _read(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
-
-
-def _lines(call: Callable[[Any], None]) -> list[dict[str, Any]]:
-    """The JSON lines ``call(log)`` writes (OBS_FILE; obs reset afterwards)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-        try:
-            call(obs.get_logger("app"))
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                return [json.loads(line) for line in fh if line.strip()]
-        finally:
-            obs.testing.reset()
 
 
 def _every_route(text: str) -> Callable[[Any], None]:
@@ -61,7 +43,7 @@ def _every_route(text: str) -> Callable[[Any], None]:
 def test_a_jwt_with_fullwidth_dots_is_redacted(dot: str) -> None:
     """A JWT whose dots read as dots is redacted on every route (failed before: written
     whole, its payload and signature too)."""
-    lines = _lines(_every_route(dot.join(JWT_PARTS)))
+    lines = written(_every_route(dot.join(JWT_PARTS)))
     assert 4 == len(lines)
     assert ("workspace_terminal_failure", 1) == (lines[0]["event"], lines[0]["n"])
     shown = _read(json.dumps(lines, ensure_ascii=False))
@@ -73,7 +55,7 @@ def test_a_jwt_with_fullwidth_dots_is_redacted(dot: str) -> None:
 def test_a_name_spelled_with_a_fullwidth_percent_escape_is_redacted(percent: str) -> None:
     """``to%6Ben=x`` with a fullwidth ``%`` reads as a percent-encoded ``token=x``:
     redacted as that is (failed before: written as logged)."""
-    lines = _lines(
+    lines = written(
         _every_route(f"to{percent}6Ben={SECRET} p{percent}61ss{percent}77ord\uff1a{SECRET}")
     )
     assert 4 == len(lines)
@@ -109,7 +91,7 @@ def test_punctuation_read_as_ascii_hides_no_credential(
 ) -> None:
     """Any mix of such punctuation: neither the pair's value nor the JWT's body is shown."""
     text = f"{around}{name}{sep}{SECRET} {dot.join(JWT_PARTS)}"
-    lines = _lines(lambda log: log.info("e", detail=text))
+    lines = written(lambda log: log.info("e", detail=text))
     shown = _read(json.dumps(lines, ensure_ascii=False))
     assert SECRET not in shown
     assert JWT_PARTS[2] not in shown
@@ -119,7 +101,7 @@ def test_chinese_text_with_fullwidth_punctuation_is_kept() -> None:
     """Text whose folded characters are only punctuation, with no secret word or token
     head, is written byte for byte."""
     text = "模型加载完成\uff0c耗时\uff1a\uff13秒\uff05\uff08\uff27\uff30\uff35\uff10\uff09\uff0e"
-    (line,) = _lines(lambda log: log.info("e", detail=text, note="完成\uff0c耗时\uff1a3秒\uff0e"))
+    (line,) = written(lambda log: log.info("e", detail=text, note="完成\uff0c耗时\uff1a3秒\uff0e"))
     assert (text, "完成\uff0c耗时\uff1a3秒\uff0e") == (line["detail"], line["note"])
 
 
@@ -161,7 +143,7 @@ def test_no_part_of_a_fullwidth_credential_is_left_at_the_cut(secret: str, into:
     head = f"{_wide('password')}=x " + "\u200b" * 17_000 + " "
     text = head + "y" * (17_408 - len(head) - 1 - into) + " " + secret
     routes = [lambda log: log.info(text), _raise(text)]
-    lines = _lines(lambda log: [route(log) for route in routes])
+    lines = written(lambda log: [route(log) for route in routes])
     assert 2 == len(lines)
     assert "abcdefghij" not in _read(json.dumps(lines, ensure_ascii=False))
 
@@ -181,5 +163,5 @@ def test_any_such_credential_at_the_cut_is_dropped(
     secret = "".join(_wide(c) if i in wide else _read(c) for i, c in enumerate(secret))
     head = f"{_wide('password')}=x " + hidden * 17_000 + " "
     text = head + "y" * (17_408 - len(head) - 1 - into) + " " + secret
-    lines = _lines(lambda log: log.info(text))
+    lines = written(lambda log: log.info(text))
     assert "abcdefghij" not in _read(json.dumps(lines, ensure_ascii=False))
