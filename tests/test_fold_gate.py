@@ -8,12 +8,10 @@ are the text's own: no fold, unless a secret word, ``@`` or a scheme is there al
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from typing import Any
 
 import pytest
+from _written import written
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,19 +42,13 @@ def test_chinese_text_with_its_punctuation_is_not_folded(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(obs._secrets, "folded", spy)
     text = "模型加载完成，耗时：3秒（共8卡）"  # noqa: RUF001
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-        try:
-            log = obs.get_logger("app")
-            for _ in range(3):
-                log.info("loaded", detail=text, note=f"{text}。完成")
-            log.info(text)
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                lines = [json.loads(x) for x in fh]
-        finally:
-            obs.testing.reset()
+
+    def call(log: Any) -> None:
+        for _ in range(3):
+            log.info("loaded", detail=text, note=f"{text}。完成")
+        log.info(text)
+
+    lines = written(call)
     assert calls == []
     assert [x.get("detail") for x in lines[:3]] == [text] * 3
     assert lines[3]["event"] == text
@@ -114,19 +106,13 @@ def test_japanese_text_with_fullwidth_letters_is_not_scrubbed(
 
     monkeypatch.setattr(obs._redactor, "scrub_text", spy)
     text = "\uff27\uff30\uff35\uff10でメモリ不足が発生しました（\uff13回目）。"  # noqa: RUF001
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.jsonl")
-        obs.configure(format="json", sdk_disabled=True, file=path, stream="none")
-        try:
-            log = obs.get_logger("app")
-            log.info("oom", detail="warm")  # the fields' names are scrubbed once, here
-            calls.clear()
-            log.info("oom", detail=text)
-            obs.flush(5)
-            with open(path, encoding="utf-8") as fh:
-                lines = [json.loads(x) for x in fh]
-        finally:
-            obs.testing.reset()
+
+    def call(log: Any) -> None:
+        log.info("oom", detail="warm")  # the fields' names are scrubbed once, here
+        calls.clear()
+        log.info("oom", detail=text)
+
+    lines = written(call)
     assert calls == []
     assert lines[1]["detail"] == text
 
